@@ -1,0 +1,171 @@
+"""Fetcher: the only place that talks HTTP (aiohttp). One ``ClientSession`` per crawl.
+
+Owns: request headers, deadlines, body size caps (counted on decompressed bytes while
+reading), redirects (followed here, hop by hop, each hop vetted by the caller), and the
+translation of aiohttp/asyncio/OS exceptions into ``FetchError``s (always chained).
+
+Invariants:
+- a ``FetchResult`` with a body holds the complete body: truncated or reset transfers raise;
+- a body is never larger than ``max_body_bytes``;
+- a request never outlives ``timeout`` seconds, however slowly the server drips;
+- non-HTML bodies are not downloaded (the status and headers are kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+
+from crawler.errors import BadResponse, ConnectFailed, FetchError, FetchTimeout, TooLarge
+from crawler.settings import Settings
+from crawler.urls import resolve_url
+
+log = logging.getLogger(__name__)
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_CHUNK_BYTES = 1 << 16
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
+
+RedirectCheck = Callable[[str], str | None]
+"""Given a redirect target (normalised), ``None`` to follow it or a reason to stop there."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """A response. ``body`` is ``None`` when it was not downloaded (not HTML, redirect)."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    charset: str | None
+    body: bytes | None
+    x_robots_tag: str = ""
+    redirect_to: str | None = None
+    stopped: str | None = None
+    """Why a redirect was not followed (its target was out of scope, seen before ...)."""
+
+    @property
+    def is_html(self) -> bool:
+        return self.body is not None and (
+            self.content_type in HTML_TYPES or (not self.content_type and sniff_html(self.body))
+        )
+
+
+def sniff_html(body: bytes) -> bool:
+    """True if a body with no declared type looks like HTML (WHATWG-style sniffing, simplified)."""
+    head = body[:512].lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<p"))
+
+
+def open_session(settings: Settings) -> aiohttp.ClientSession:
+    """The crawl's one HTTP session: connector sized to the concurrency, DNS cached, no cookies."""
+    connector = aiohttp.TCPConnector(
+        limit=settings.concurrency,
+        limit_per_host=0,
+        ttl_dns_cache=300,
+        enable_cleanup_closed=False,
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(
+            total=settings.timeout, sock_connect=settings.connect_timeout
+        ),
+        headers={"User-Agent": settings.user_agent, "Accept": _ACCEPT},
+        cookie_jar=aiohttp.DummyCookieJar(),
+        raise_for_status=False,
+    )
+
+
+class Fetcher:
+    """Makes requests with the limits of ``settings``; ``fetch`` returns a ``FetchResult``."""
+
+    def __init__(self, session: aiohttp.ClientSession, settings: Settings) -> None:
+        self._session = session
+        self._max_body_bytes = settings.max_body_bytes
+        self._max_redirects = settings.max_redirects
+        self._timeout_s = settings.timeout
+
+    async def fetch(
+        self, url: str, check_redirect: RedirectCheck | None = None, *, any_type: bool = False
+    ) -> FetchResult:
+        """GET ``url``, following redirects that ``check_redirect`` allows.
+
+        ``any_type`` downloads the body whatever its type (robots.txt, sitemaps).
+        Raises a ``FetchError`` for transport failures, timeouts and oversize bodies.
+        """
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await self._follow(url, check_redirect, any_type)
+        except FetchError:
+            raise
+        except TimeoutError as exc:
+            raise FetchTimeout(url, f"no complete response within {self._timeout_s:g} s") from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise BadResponse(url, f"incomplete body: {exc}") from exc
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            raise ConnectFailed(url, str(exc) or type(exc).__name__) from exc
+        except (aiohttp.ClientResponseError, aiohttp.InvalidURL, ValueError) as exc:
+            raise BadResponse(url, str(exc) or type(exc).__name__) from exc
+
+    async def _follow(
+        self, url: str, check_redirect: RedirectCheck | None, any_type: bool
+    ) -> FetchResult:
+        current, visited = url, {url}
+        for _ in range(self._max_redirects + 1):
+            result = await self._get(url, current, any_type)
+            if result.redirect_to is None:
+                return result
+            target = result.redirect_to
+            if target in visited:
+                raise BadResponse(url, f"redirect loop at {target}")
+            stop = check_redirect(target) if check_redirect is not None else None
+            if stop is not None:
+                return _replace_stopped(result, stop)
+            visited.add(target)
+            current = target
+        raise BadResponse(url, f"more than {self._max_redirects} redirects")
+
+    async def _get(self, url: str, current: str, any_type: bool) -> FetchResult:
+        async with self._session.get(current, allow_redirects=False) as resp:
+            status = resp.status
+            headers = resp.headers
+            content_type = resp.content_type if "Content-Type" in headers else ""
+            charset = resp.charset
+            robots_tag = ",".join(headers.getall("X-Robots-Tag", ()))
+            if status in REDIRECT_STATUSES and "Location" in headers:
+                target = resolve_url(current, headers["Location"])
+                if target is None:
+                    raise BadResponse(url, f"unusable redirect target {headers['Location']!r}")
+                return FetchResult(url, current, status, content_type, charset, None,
+                                   robots_tag, redirect_to=target)
+            body: bytes | None = None
+            if any_type or not content_type or content_type in HTML_TYPES:
+                body = await self._read(url, resp)
+            return FetchResult(url, current, status, content_type, charset, body, robots_tag)
+
+    async def _read(self, url: str, resp: aiohttp.ClientResponse) -> bytes:
+        cap = self._max_body_bytes
+        length = resp.content_length
+        if length is not None and length > cap:
+            raise TooLarge(url, f"Content-Length {length} exceeds {cap} bytes")
+        if length is not None and "Content-Encoding" not in resp.headers:
+            return await resp.read()  # fast path: the size is known and the body is not encoded
+        body = bytearray()
+        while chunk := await resp.content.read(_CHUNK_BYTES):
+            body += chunk
+            if len(body) > cap:
+                raise TooLarge(url, f"body exceeds {cap} bytes (decompressed)")
+        return bytes(body)
+
+
+def _replace_stopped(result: FetchResult, reason: str) -> FetchResult:
+    return FetchResult(
+        result.url, result.final_url, result.status, result.content_type, result.charset,
+        None, result.x_robots_tag, result.redirect_to, reason,
+    )  # fmt: skip

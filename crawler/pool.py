@@ -1,0 +1,136 @@
+"""ParsePool: HTML parsing in worker processes, batched to cut inter-process cost.
+
+Owns: the crawl's one ``ProcessPoolExecutor``. Invariants:
+- workers start with the ``spawn`` method (never ``fork``: numba's threading layer and CUDA
+  do not survive a fork) and import only ``parsers``;
+- ``parse()`` callers are grouped into batches: a batch goes out when it holds
+  ``batch_max`` pages or ``flush_delay_s`` after its first page, whichever comes first;
+- a broken pool (a worker killed) is recreated once and its batch retried; a second break
+  fails the crawl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from types import TracebackType
+
+from crawler.errors import CrawlerError, ParseError
+from parsers.html import parse_batch, warm_up
+from parsers.page import Page, ParseFailure, ParseJob
+
+log = logging.getLogger(__name__)
+
+
+class ParsePool:
+    """``async with ParsePool(n) as pool: page = await pool.parse(job)``."""
+
+    def __init__(self, workers: int, *, batch_max: int = 16, flush_delay_s: float = 0.002) -> None:
+        self.workers = workers
+        self._batch_max = batch_max
+        self._flush_delay_s = flush_delay_s
+        self._executor: ProcessPoolExecutor | None = None
+        self._jobs: list[ParseJob] = []
+        self._waiters: list[asyncio.Future[Page]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._restarts = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.batches = 0
+        self.busy = 0
+
+    async def __aenter__(self) -> ParsePool:
+        self._executor = self._new_executor()
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(
+            *(loop.run_in_executor(self._executor, warm_up) for _ in range(self.workers))
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for waiter in self._waiters:
+            waiter.cancel()
+        for task in self._tasks:
+            task.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        context = multiprocessing.get_context("spawn")
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+
+    async def parse(self, job: ParseJob) -> Page:
+        """Parse one page in a worker; raises ``ParseError`` if the worker could not."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Page] = loop.create_future()
+        self._jobs.append(job)
+        self._waiters.append(waiter)
+        if len(self._jobs) >= self._batch_max:
+            self._flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self._flush_delay_s, self._flush)
+        return await waiter
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._jobs:
+            return
+        jobs, waiters = self._jobs, self._waiters
+        self._jobs, self._waiters = [], []
+        # The batch task reports every outcome through the waiters, which the callers await
+        # (inside the engine's TaskGroup): it never fails on its own.
+        task = asyncio.get_running_loop().create_task(self._run_batch(jobs, waiters))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_batch(self, jobs: list[ParseJob], waiters: list[asyncio.Future[Page]]) -> None:
+        self.busy += 1
+        try:
+            results = await self._submit(jobs)
+        except asyncio.CancelledError:
+            for waiter in waiters:
+                waiter.cancel()
+            raise
+        except Exception as exc:  # handed to every page of the batch: their tasks decide
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        finally:
+            self.busy -= 1
+        self.batches += 1
+        for waiter, result in zip(waiters, results, strict=True):
+            if waiter.done():
+                continue
+            if isinstance(result, ParseFailure):
+                waiter.set_exception(ParseError(result.url, result.message))
+            else:
+                waiter.set_result(result)
+
+    async def _submit(self, jobs: list[ParseJob]) -> list[Page | ParseFailure]:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._executor is None:
+                raise CrawlerError("parse pool is closed")
+            try:
+                return await loop.run_in_executor(self._executor, parse_batch, jobs)
+            except BrokenProcessPool:
+                if self._restarts >= 1:
+                    raise
+                self._restarts += 1
+                log.warning("parse pool broke (a worker died); starting a new one")
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = self._new_executor()
+

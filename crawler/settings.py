@@ -1,0 +1,152 @@
+"""Settings: every knob of a crawl, its default and its check, in one place.
+
+Field names match the CLI flags one to one (``--per-host`` is ``per_host``); a TOML config
+file uses the same keys (dashes or underscores). Defaults are polite, like Nutch and
+StormCrawler: 2 requests in flight and one request start per second per host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from crawler.errors import ConfigError
+
+SCOPES = ("host", "domain", "any")
+DEFAULT_USER_AGENT = "pycrawler/0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How to crawl. Build it directly, from a TOML file (``from_toml``) or from CLI flags."""
+
+    db: str = "crawl.db"
+    """SQLite file the crawl writes to (created if missing)."""
+    max_pages: int | None = None
+    """Stop after this many pages were fetched (all statuses); ``None``: no limit."""
+    max_depth: int | None = None
+    """Links followed from a seed (seeds are depth 0); ``None``: no limit."""
+    concurrency: int = 16
+    """Requests in flight at once, across all hosts."""
+    per_host: int = 2
+    """Requests in flight at once to one host (``host:port``)."""
+    delay: float = 1.0
+    """Seconds between the starts of two requests to one host."""
+    scope: str = "host"
+    """``host``: the seeds' hosts; ``domain``: also their subdomains; ``any``: everything."""
+    include: tuple[str, ...] = ()
+    """Regexes (searched in the URL); when given, a URL must match one to be followed."""
+    exclude: tuple[str, ...] = ()
+    """Regexes (searched in the URL); a URL matching one is not followed."""
+    user_agent: str = DEFAULT_USER_AGENT
+    """Sent with every request; its product token selects the robots.txt group."""
+    workers: int | None = None
+    """Parse processes; ``None``: the number of CPUs."""
+    ignore_robots: bool = False
+    """Skip robots.txt (only for sites you own)."""
+    timeout: float = 60.0
+    """Seconds one whole request may take, body included."""
+    connect_timeout: float = 10.0
+    """Seconds to establish a connection."""
+    max_body_bytes: int = 10 * 1024 * 1024
+    """Largest body read (decompressed bytes); larger responses fail as ``too-large``."""
+    max_redirects: int = 10
+    """Redirect hops followed per URL."""
+    quiet: bool = False
+    """Log warnings and errors only; no summary."""
+    verbose: bool = False
+    """Log every fetch."""
+    progress: bool = True
+    """Show a progress bar when stdout is a terminal."""
+    _compiled: tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]] = field(
+        default=((), ()), init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        _check_positive(self, "concurrency", "per_host", "timeout", "connect_timeout")
+        _check_positive(self, "max_body_bytes", "max_redirects")
+        if self.delay < 0:
+            raise ConfigError(f"--delay must be ≥ 0, got {self.delay}")
+        for name in ("max_pages", "max_depth", "workers"):
+            value = getattr(self, name)
+            if value is not None and value < (0 if name == "max_depth" else 1):
+                raise ConfigError(f"--{_flag(name)} must be positive, got {value}")
+        if self.scope not in SCOPES:
+            raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        object.__setattr__(self, "include", tuple(self.include))
+        object.__setattr__(self, "exclude", tuple(self.exclude))
+        compiled = (_compile("include", self.include), _compile("exclude", self.exclude))
+        object.__setattr__(self, "_compiled", compiled)
+
+    @property
+    def include_patterns(self) -> tuple[re.Pattern[str], ...]:
+        return self._compiled[0]
+
+    @property
+    def exclude_patterns(self) -> tuple[re.Pattern[str], ...]:
+        return self._compiled[1]
+
+    @property
+    def parse_workers(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], source: str = "settings") -> Settings:
+        """Build from a mapping with flag-like keys; unknown keys are a ``ConfigError``."""
+        known = {f.name for f in fields(cls) if f.init}
+        clean: dict[str, Any] = {}
+        for key, value in values.items():
+            name = key.replace("-", "_")
+            if name == "no_progress":
+                name, value = "progress", not value
+            if name not in known:
+                raise ConfigError(f"{source}: unknown setting {key!r}")
+            if name in ("include", "exclude") and isinstance(value, str):
+                value = (value,)
+            clean[name] = value
+        try:
+            return cls(**clean)
+        except TypeError as exc:
+            raise ConfigError(f"{source}: {exc}") from exc
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> Settings:
+        """Read a TOML file whose keys are the flags' names (``per-host = 4``)."""
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+        return cls.from_mapping(data.get("crawl", data), source=str(path))
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _check_positive(settings: Settings, *names: str) -> None:
+    for name in names:
+        value = getattr(settings, name)
+        if not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"--{_flag(name)} must be positive, got {value!r}")
+
+
+def _compile(flag: str, patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise ConfigError(f"--{flag} {pattern!r}: invalid regex: {exc}") from exc
+    return tuple(compiled)

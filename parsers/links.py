@@ -1,0 +1,106 @@
+"""URL resolution and normalisation, the way browsers do it (WHATWG URL standard, via ada-url).
+
+Owns: turning an ``href`` found on a page into the absolute, normalised URL string that the
+crawler deduplicates on, and the cheap string helpers that read parts of such a URL.
+
+Invariants:
+- ``resolve_url`` returns ``None`` or an absolute ``http``/``https`` URL with no fragment.
+- ``normalize_url`` is idempotent: ``normalize_url(normalize_url(u)) == normalize_url(u)``.
+- A normalised URL is ada's serialisation: lower-case scheme and host, IDN as punycode, default
+  port dropped, dot segments resolved, percent-encoding as the URL standard writes it; with the
+  fragment removed and the hex digits of percent escapes upper-cased.
+
+This module is imported by parse workers: it must not import anything from ``crawler`` or
+``storage``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import ada_url
+
+_HTTP_PREFIXES = ("http://", "https://")
+_PERCENT_HEX = re.compile(r"%[0-9a-fA-F]{2}")
+
+
+def _finish(href: str) -> str | None:
+    """Drop the fragment and keep only http(s); ``href`` is an ada serialisation."""
+    if not href.startswith(_HTTP_PREFIXES):
+        return None
+    cut = href.find("#")
+    if cut >= 0:
+        href = href[:cut]
+    if "%" in href:
+        href = _PERCENT_HEX.sub(_upper_escape, href)
+    return href
+
+
+def _upper_escape(match: re.Match[str]) -> str:
+    return match.group(0).upper()
+
+
+def resolve_url(base: str, href: str) -> str | None:
+    """Resolve ``href`` against ``base`` as a browser would; ``None`` if invalid or not http(s).
+
+    >>> resolve_url("http://Example.com/a/b.html", "../c.html#top")
+    'http://example.com/c.html'
+    >>> resolve_url("http://example.com/", "mailto:x@example.com") is None
+    True
+    """
+    try:
+        joined = ada_url.join_url(base, href)
+    except ValueError:
+        return None
+    return _finish(joined)
+
+
+def normalize_url(url: str) -> str:
+    """The form URLs are deduplicated on. Raises ``ValueError`` for an invalid or non-http(s) URL.
+
+    >>> normalize_url("HTTP://EXAMPLE.com:80/a/./b/../c?q#frag")
+    'http://example.com/a/c?q'
+    """
+    try:
+        href = ada_url.normalize_url(url)
+    except ValueError:
+        raise ValueError(f"invalid URL: {url!r}") from None
+    result = _finish(href)
+    if result is None:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    return result
+
+
+def url_authority(url: str) -> str:
+    """``host[:port]`` of a normalised URL, without user info, using string operations only.
+
+    >>> url_authority("https://user:pw@example.com:8443/x")
+    'example.com:8443'
+    """
+    start = url.find("//") + 2
+    end = len(url)
+    for stop in "/?":
+        pos = url.find(stop, start)
+        if 0 <= pos < end:
+            end = pos
+    authority = url[start:end]
+    at = authority.rfind("@")
+    return authority[at + 1 :] if at >= 0 else authority
+
+
+def url_hostname(url: str) -> str:
+    """Host name of a normalised URL (no port, IPv6 brackets kept).
+
+    >>> url_hostname("http://[::1]:8080/x"), url_hostname("http://example.com/")
+    ('[::1]', 'example.com')
+    """
+    authority = url_authority(url)
+    colon = authority.rfind(":")
+    if colon > authority.rfind("]"):
+        return authority[:colon]
+    return authority
+
+
+def url_origin(url: str) -> str:
+    """``scheme://host[:port]`` of a normalised URL: the unit robots.txt applies to."""
+    return url[: url.find("//") + 2] + url_authority(url)

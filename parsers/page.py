@@ -1,0 +1,54 @@
+"""The values that cross the process-pool boundary: what a parse worker is given and returns.
+
+Invariants: plain, frozen, slotted, picklable; no parser nodes, no sockets, no clocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ParseJob:
+    """A fetched HTML response to parse. ``body`` is the decoded-transfer (decompressed) body."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    charset: str | None
+    body: bytes
+    x_robots_tag: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A parsed HTML page.
+
+    ``links`` holds every http(s) outlink, resolved (WHATWG, honouring ``<base href>``),
+    normalised, fragment-free, deduplicated, in document order. ``nofollow`` says the page
+    (meta robots or X-Robots-Tag) forbids following them; ``noindex`` forbids storing its text.
+    """
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    title: str
+    text: str
+    links: tuple[str, ...]
+    meta_robots: str
+    canonical: str | None
+    lang: str | None
+    content_hash: str
+    body_bytes: int
+    noindex: bool = False
+    nofollow: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ParseFailure:
+    """A page the worker could not parse; travels back instead of an exception."""
+
+    url: str
+    message: str

@@ -1,0 +1,61 @@
+"""What the engine needs from a store, and the records it hands over.
+
+Owns: the ``Store`` protocol and ``PageRecord``. Implementations: ``storage.sqlite``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class PageRecord:
+    """One fetched URL as stored: a parsed page, a non-HTML response or a failure."""
+
+    url: str
+    final_url: str
+    status: int | None
+    error: str | None
+    content_type: str | None
+    title: str | None
+    text: str | None
+    lang: str | None
+    canonical: str | None
+    meta_robots: str | None
+    depth: int
+    body_bytes: int | None
+    content_hash: str | None
+    fetched_at: str
+    links: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The counters a run ends with."""
+
+    status: str
+    reason: str
+    pages_ok: int
+    pages_failed: int
+    bytes: int
+
+
+class Store(Protocol):
+    """Persistence for one crawl. Opened with ``open()`` and closed with ``close()``."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def start_run(self, seeds: int, settings_json: str, started_at: str) -> int: ...
+
+    async def save_pages(self, records: list[PageRecord], run_id: int) -> None:
+        """Store pages and their outlinks in one transaction."""
+        ...
+
+    async def finish_run(self, run_id: int, summary: RunSummary, ended_at: str) -> None: ...
+
+
+class StoreError(Exception):
+    """The database could not be opened, migrated, read or written. The message names it."""
