@@ -1,0 +1,270 @@
+"""Byte tokenizer, hashed token ids, SimHash and a compact binary form of token counts.
+
+Owns the definition of a token and of its id; scoring (``crawler.scoring``) and storage only
+ever see the ids this module produces. Runs inside spawned parse workers, so it imports numpy
+and numba only.
+
+Invariants:
+- A token is a maximal run of bytes of the text's UTF-8 encoding (``surrogatepass``) that are
+  ASCII letters, ASCII digits or any byte >= 0x80 (so a non-ASCII letter never splits a word).
+  ASCII letters are lower-cased; other bytes are kept as they are.
+- A token's id is FNV-1a 32 of its lower-cased bytes, all 32 bits kept (masking merges terms).
+- ``TokenCounts.ids`` are distinct, in order of first occurrence; ``counts`` align with them and
+  sum to ``length``. The numba kernel equals ``reference_tokenize`` (plain ``re`` + Python hash).
+- Kernels are plain ``@njit(cache=True)``: no ``@vectorize`` signatures (compiled at import, never
+  cached) and no ``parallel=True`` here (workers must stay fork-agnostic and single-threaded).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+__all__ = [
+    "TokenCounts",
+    "decode_counts",
+    "encode_counts",
+    "hamming64",
+    "query_ids",
+    "reference_tokenize",
+    "simhash64",
+    "token_id",
+    "tokenize",
+    "tokenize_bytes",
+]
+
+_FNV_OFFSET = np.uint64(2166136261)
+_FNV_PRIME = np.uint64(16777619)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_GOLDEN64 = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_ONE64 = np.uint64(1)
+
+
+def _fold_table() -> npt.NDArray[np.uint8]:
+    """Byte -> lower-cased token byte, or 0 for a separator."""
+    table = np.zeros(256, dtype=np.uint8)
+    for c in b"0123456789abcdefghijklmnopqrstuvwxyz":
+        table[c] = c
+    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        table[c] = c + 32
+    table[0x80:] = np.arange(0x80, 0x100, dtype=np.uint8)
+    return table
+
+
+_FOLD = _fold_table()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TokenCounts:
+    """One document's bag of words: distinct ids (uint32), their counts (uint32), total tokens."""
+
+    ids: npt.NDArray[np.uint32]
+    counts: npt.NDArray[np.uint32]
+    length: int
+
+
+# ---------------------------------------------------------------------------------------------
+# numba kernels
+
+
+@njit(cache=True)
+def _shift_for(table_size):
+    """Right shift that maps a 64-bit product onto a power-of-two table (Fibonacci hashing)."""
+    log2 = 0
+    while (1 << log2) < table_size:
+        log2 += 1
+    return np.uint64(64 - log2)
+
+
+@njit(cache=True)
+def _count_with_capacity(data, fold, cap):
+    """One tokenizing pass with room for ``cap`` distinct ids: (ids, counts, n, total).
+
+    ``n`` is -1 when ``cap`` was too small. Counts go into an open-addressing table (linear
+    probing, load <= 1/2) of indices into ``ids``/``counts``, so the output is compact and in
+    first-occurrence order. Insertion is inline and the arrays never change inside the loop:
+    a call per token, or growing the table in the loop, each cost ~2x throughput.
+    """
+    table = np.full(cap * 2, -1, dtype=np.int32)
+    shift = _shift_for(table.size)
+    mask = table.size - 1
+    ids = np.empty(cap, dtype=np.uint32)
+    counts = np.empty(cap, dtype=np.uint32)
+    n = 0
+    total = 0
+    h = _FNV_OFFSET
+    in_token = False
+    for i in range(data.size + 1):
+        c = fold[data[i]] if i < data.size else np.uint8(0)  # a separator after the last byte
+        if c != 0:
+            h = ((h ^ np.uint64(c)) * _FNV_PRIME) & _MASK32
+            in_token = True
+        elif in_token:
+            total += 1
+            slot = np.int64((h * _GOLDEN64) >> shift)
+            while True:
+                j = table[slot]
+                if j < 0:
+                    if n == cap:
+                        return ids, counts, -1, total
+                    table[slot] = n
+                    ids[n] = h
+                    counts[n] = 1
+                    n += 1
+                    break
+                if ids[j] == h:
+                    counts[j] += 1
+                    break
+                slot = (slot + 1) & mask
+            h = _FNV_OFFSET
+            in_token = False
+    return ids, counts, n, total
+
+
+@njit(cache=True)
+def _count_tokens(data, fold):
+    """Tokenize UTF-8 bytes: (distinct ids, counts, total tokens).
+
+    Starts with room for size/8 distinct ids (about twice what prose needs) and doubles on a
+    retry; a text of n bytes has at most (n + 1) // 2 tokens, so this ends.
+    """
+    cap = 16
+    while cap < data.size // 8:
+        cap *= 2
+    while True:
+        ids, counts, n, total = _count_with_capacity(data, fold, cap)
+        if n >= 0:
+            return ids[:n].copy(), counts[:n].copy(), total
+        cap *= 2
+
+
+@njit(cache=True)
+def _mix64(x):
+    """splitmix64 finaliser: spreads a 32-bit id over all 64 bits."""
+    z = x + _GOLDEN64
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True)
+def _simhash64(ids, counts):
+    acc = np.zeros(64, dtype=np.int64)
+    for i in range(ids.size):
+        x = _mix64(np.uint64(ids[i]))
+        w = np.int64(counts[i])
+        for bit in range(64):
+            if (x >> np.uint64(bit)) & _ONE64:
+                acc[bit] += w
+            else:
+                acc[bit] -= w
+    out = np.uint64(0)
+    for bit in range(64):
+        if acc[bit] > 0:
+            out |= _ONE64 << np.uint64(bit)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# public API
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def tokenize_bytes(data: bytes) -> TokenCounts:
+    """Tokenize already UTF-8 encoded text (see the module docstring for what a token is)."""
+    ids, counts, total = _count_tokens(np.frombuffer(data, dtype=np.uint8), _FOLD)
+    return TokenCounts(ids=ids, counts=counts, length=int(total))
+
+
+def tokenize(text: str) -> TokenCounts:
+    """Distinct token ids of ``text`` with their counts and the total number of tokens."""
+    return tokenize_bytes(_utf8(text))
+
+
+def _fnv1a32(data: bytes) -> int:
+    h = 2166136261
+    for c in data:
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+_TOKEN_RE = re.compile(rb"[a-z0-9\x80-\xff]+")
+
+
+def reference_tokenize(text: str) -> dict[int, int]:
+    """Plain-Python tokenizer the numba kernel must equal: {token id: count}."""
+    out: dict[int, int] = {}
+    for token in _TOKEN_RE.findall(_utf8(text).lower()):
+        h = _fnv1a32(token)
+        out[h] = out.get(h, 0) + 1
+    return out
+
+
+def token_id(term: str) -> int:
+    """Id of one token, as ``tokenize`` gives it. Raises ValueError unless ``term`` is one token."""
+    tokens = _TOKEN_RE.findall(_utf8(term).lower())
+    if len(tokens) != 1:
+        raise ValueError(f"expected exactly one token, got {len(tokens)} in {term!r}")
+    return _fnv1a32(tokens[0])
+
+
+def query_ids(query: str) -> npt.NDArray[np.uint32]:
+    """Distinct token ids of a query (first-occurrence order), tokenized like documents."""
+    return tokenize(query).ids
+
+
+def simhash64(ids: npt.NDArray[np.uint32], counts: npt.NDArray[np.uint32]) -> int:
+    """64-bit SimHash of a bag of words: each id mixed to 64 bits, weighted by its count."""
+    if ids.shape != counts.shape:
+        raise ValueError(f"ids and counts differ in shape: {ids.shape} != {counts.shape}")
+    return int(_simhash64(ids, counts))
+
+
+def hamming64(a: int, b: int) -> int:
+    """Number of differing bits between two 64-bit hashes."""
+    return ((a ^ b) & 0xFFFFFFFFFFFFFFFF).bit_count()
+
+
+# ---------------------------------------------------------------------------------------------
+# binary form: header, ids (<u4 x n), counts (<u2 or <u4 x n)
+
+_MAGIC = b"TK"
+_VERSION = 1
+_FLAG_U16_COUNTS = 1
+_HEADER = struct.Struct("<2sBBIQ")  # magic, version, flags, n distinct, total tokens
+
+
+def encode_counts(tc: TokenCounts) -> bytes:
+    """Compact little-endian form of ``tc`` for an SQLite BLOB (16-byte header + arrays)."""
+    n = int(tc.ids.size)
+    small = n == 0 or int(tc.counts.max()) <= 0xFFFF
+    header = _HEADER.pack(_MAGIC, _VERSION, _FLAG_U16_COUNTS if small else 0, n, tc.length)
+    counts = tc.counts.astype("<u2" if small else "<u4")
+    return header + tc.ids.astype("<u4").tobytes() + counts.tobytes()
+
+
+def decode_counts(blob: bytes) -> TokenCounts:
+    """Inverse of ``encode_counts``. Raises ValueError on a foreign or truncated blob."""
+    if len(blob) < _HEADER.size:
+        raise ValueError(f"token blob too short: {len(blob)} bytes")
+    magic, version, flags, n, length = _HEADER.unpack_from(blob)
+    if magic != _MAGIC or version != _VERSION:
+        raise ValueError(f"not a token blob (magic {magic!r}, version {version})")
+    count_bytes = 2 if flags & _FLAG_U16_COUNTS else 4
+    expected = _HEADER.size + n * (4 + count_bytes)
+    if len(blob) != expected:
+        raise ValueError(f"token blob is {len(blob)} bytes, expected {expected}")
+    ids = np.frombuffer(blob, dtype="<u4", count=n, offset=_HEADER.size).astype(np.uint32)
+    counts_dtype = "<u2" if count_bytes == 2 else "<u4"
+    counts = np.frombuffer(blob, dtype=counts_dtype, count=n, offset=_HEADER.size + 4 * n)
+    return TokenCounts(ids=ids, counts=counts.astype(np.uint32), length=int(length))

@@ -1,0 +1,220 @@
+"""parsers.tokens: the numba tokenizer equals the Python reference; ids, SimHash, binary form."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parsers.tokens import (
+    TokenCounts,
+    decode_counts,
+    encode_counts,
+    hamming64,
+    query_ids,
+    reference_tokenize,
+    simhash64,
+    token_id,
+    tokenize,
+    tokenize_bytes,
+)
+
+
+def as_dict(tc: TokenCounts) -> dict[int, int]:
+    return dict(zip(tc.ids.tolist(), tc.counts.tolist(), strict=True))
+
+
+def assert_matches_reference(text: str) -> None:
+    tc = tokenize(text)
+    expected = reference_tokenize(text)
+    assert tc.ids.dtype == np.uint32
+    assert tc.counts.dtype == np.uint32
+    assert tc.ids.size == len(set(tc.ids.tolist())), "ids must be distinct"
+    assert as_dict(tc) == expected
+    assert tc.length == sum(expected.values())
+
+
+WORDY = st.text(
+    alphabet=st.sampled_from("aZ9 _-.,!\n\téß漢😀\u00a0\x00Ab"),
+    max_size=200,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_random_unicode_equals_reference(text: str) -> None:
+    assert_matches_reference(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(WORDY)
+def test_wordy_text_equals_reference(text: str) -> None:
+    assert_matches_reference(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=400))
+def test_random_ascii_equals_reference(text: str) -> None:
+    assert_matches_reference(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "!!! ... ,,, --- ;;; ()[]{} \n\t",
+        "x" * 20_000,
+        "0 1 2 3 42 007 3.14 1e10 2024-01-01",
+        " ".join("abcdefghijklmnopqrstuvwxyz0123456789") * 50,  # many one-byte tokens
+        " ".join(str(i) for i in range(5_000)),  # more distinct ids than the first guess holds
+        "a\ud800b",  # a lone surrogate is kept (surrogatepass) and joins its neighbours
+    ],
+)
+def test_edge_cases_equal_reference(text: str) -> None:
+    assert_matches_reference(text)
+
+
+def test_token_rules() -> None:
+    assert tokenize("").length == 0
+    assert tokenize("").ids.size == 0
+    assert tokenize("?!").length == 0
+    assert tokenize("Hello HELLO hello").ids.size == 1
+    assert tokenize("Hello HELLO hello").counts.tolist() == [3]
+    assert tokenize("naïve café").length == 2  # non-ASCII bytes are letters
+    assert tokenize("snake_case kebab-case").length == 4  # '_' and '-' separate
+    assert tokenize("ÉCOLE école").ids.size == 2  # only ASCII is lower-cased
+    assert tokenize("b a b").ids.tolist() == [token_id("b"), token_id("a")]  # first occurrence
+
+
+def test_fnv1a_32_test_vectors() -> None:
+    # Published FNV-1a 32-bit vectors (tokens are lower-cased first).
+    assert token_id("a") == 0xE40C292C
+    assert token_id("foobar") == 0xBF9CF968
+    assert token_id("FooBar") == 0xBF9CF968
+
+
+def test_ids_keep_all_32_bits() -> None:
+    ids = tokenize(" ".join(f"w{i}" for i in range(2_000))).ids
+    assert ids.size == 2_000
+    assert int(ids.max()) >= 1 << 31  # a masked hash (e.g. 2^20 buckets) would never get here
+
+
+def test_token_id_and_query_ids_agree_with_tokenize() -> None:
+    doc = tokenize("The quick brown fox")
+    assert token_id("QUICK") in doc.ids.tolist()
+    q = query_ids("fox Fox the cat")
+    assert q.dtype == np.uint32
+    assert q.tolist() == [token_id("fox"), token_id("the"), token_id("cat")]
+    assert query_ids("").size == 0
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "two words", "a-b"])
+def test_token_id_rejects_anything_but_one_token(bad: str) -> None:
+    with pytest.raises(ValueError, match="exactly one token"):
+        token_id(bad)
+
+
+def test_tokenize_bytes_equals_tokenize() -> None:
+    text = "Ünïcode and ASCII, 123"
+    assert as_dict(tokenize_bytes(text.encode())) == as_dict(tokenize(text))
+
+
+def test_token_counts_pickle() -> None:
+    tc = tokenize("crosses the process pool pool")
+    back = pickle.loads(pickle.dumps(tc))
+    assert as_dict(back) == as_dict(tc)
+    assert back.length == tc.length
+
+
+# ---------------------------------------------------------------------------------------------
+# SimHash
+
+
+def zipf_words(rng: random.Random, vocab: list[str], n: int) -> list[str]:
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    return rng.choices(vocab, weights=weights, k=n)
+
+
+def doc_hash(words: list[str]) -> int:
+    tc = tokenize(" ".join(words))
+    return simhash64(tc.ids, tc.counts)
+
+
+def test_simhash_identical_docs() -> None:
+    words = zipf_words(random.Random(1), [f"w{i}" for i in range(2_000)], 300)
+    assert hamming64(doc_hash(words), doc_hash(words)) == 0
+    assert hamming64(doc_hash(words), doc_hash(list(reversed(words)))) == 0  # a bag of words
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_simhash_one_word_changed(seed: int) -> None:
+    rng = random.Random(seed)
+    words = zipf_words(rng, [f"w{i}" for i in range(2_000)], 300)
+    changed = list(words)
+    changed[rng.randrange(len(words))] = "zzunseen"
+    assert hamming64(doc_hash(words), doc_hash(changed)) <= 3
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_simhash_unrelated_docs(seed: int) -> None:
+    rng = random.Random(seed)
+    a = zipf_words(rng, [f"a{i}" for i in range(2_000)], 300)
+    b = zipf_words(rng, [f"b{i}" for i in range(2_000)], 300)
+    assert hamming64(doc_hash(a), doc_hash(b)) >= 16  # ~32 expected for independent hashes
+
+
+def test_simhash_empty_and_shape_check() -> None:
+    empty = tokenize("")
+    assert simhash64(empty.ids, empty.counts) == 0
+    with pytest.raises(ValueError):
+        simhash64(np.zeros(2, np.uint32), np.zeros(3, np.uint32))
+
+
+def test_hamming64() -> None:
+    assert hamming64(0, 0) == 0
+    assert hamming64(0, (1 << 64) - 1) == 64
+    assert hamming64(0b1011, 0b0001) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# binary form
+
+
+def test_encode_decode_round_trip_of_a_document() -> None:
+    tc = tokenize("to be or not to be " * 10)
+    blob = encode_counts(tc)
+    assert len(blob) == 16 + tc.ids.size * (4 + 2)  # header + uint32 ids + uint16 counts
+    back = decode_counts(blob)
+    assert back.ids.dtype == np.uint32
+    assert back.counts.dtype == np.uint32
+    assert as_dict(back) == as_dict(tc)
+    assert back.ids.tolist() == tc.ids.tolist()
+    assert back.length == tc.length
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(1, 2**32 - 1)), max_size=50).map(dict)
+)
+def test_encode_decode_round_trip_of_any_counts(pairs: dict[int, int]) -> None:
+    ids = np.array(list(pairs), dtype=np.uint32)
+    counts = np.array(list(pairs.values()), dtype=np.uint32)
+    tc = TokenCounts(ids=ids, counts=counts, length=sum(pairs.values()))
+    back = decode_counts(encode_counts(tc))
+    assert back.ids.tolist() == ids.tolist()
+    assert back.counts.tolist() == counts.tolist()
+    assert back.length == tc.length
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [b"", b"TK", b"XX" + bytes(14), encode_counts(tokenize("a b c"))[:-1], b"TK\x02" + bytes(13)],
+)
+def test_decode_rejects_foreign_or_truncated_blobs(blob: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_counts(blob)
