@@ -1,0 +1,92 @@
+"""crawler.scoring's CUDA kernel equals the Python reference, run in numba's CUDA simulator.
+
+NUMBA_ENABLE_CUDASIM must be set before numba is first imported, and this test process has
+already imported it, so the checks run in a child interpreter with the variable set (and with
+warnings as errors, like the rest of the suite). Where a real GPU is present the same script
+also runs without the simulator.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHECKS = """
+import numpy as np
+from crawler.scoring import BM25Stats, Ranker, TokenBatch, reference_bm25, score_batch, select_device
+from parsers.tokens import TokenCounts, query_ids, tokenize
+
+assert select_device("gpu") == "gpu"
+rng = np.random.default_rng(11)
+vocab = [f"t{i}" for i in range(50)] + ["ÿnicode", "0042"]
+docs = [tokenize(" ".join(rng.choice(vocab, int(rng.integers(0, 30))))) for _ in range(200)]
+query = query_ids("t0 t3 t3 t17 ÿnicode 0042 absent")
+batch = TokenBatch.from_counts(docs)
+stats = BM25Stats(query)
+stats.observe(batch)
+
+df = {}
+for d in docs:
+    for t in d.ids.tolist():
+        df[t] = df.get(t, 0) + 1
+bags = [dict(zip(d.ids.tolist(), d.counts.tolist())) for d in docs]
+want = reference_bm25(bags, [d.length for d in docs], query.tolist(), stats.n_docs, stats.avgdl, df)
+
+got = score_batch(batch, stats, query, "gpu")
+assert got.dtype == np.float64 and got.shape == (200,)
+np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+assert (got > 0).sum() > 10
+
+gpu, cpu = Ranker(batch, device="gpu"), Ranker(batch, device="cpu")
+assert gpu.device == "gpu"
+for q in (query, query_ids("t5"), query_ids("absent"), query[:0]):
+    for _ in range(2):  # the corpus stays on the device across queries
+        gi, gs = gpu.rank(q, top=20)
+        ci, cs = cpu.rank(q, top=20)
+        assert gi.tolist() == ci.tolist(), (gi, ci)
+        np.testing.assert_allclose(gs, cs, rtol=1e-6, atol=0)
+
+empty = TokenBatch.from_counts([])
+assert score_batch(empty, stats, query, "gpu").size == 0
+assert Ranker(empty, device="gpu").rank(query)[0].size == 0
+print("gpu checks passed")
+"""
+
+
+def run_checks(simulate: bool) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    if simulate:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-c", CHECKS],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def test_cuda_kernel_in_simulator_equals_reference() -> None:
+    result = run_checks(simulate=True)
+    assert result.returncode == 0, result.stderr
+    assert "gpu checks passed" in result.stdout
+
+
+def test_cuda_kernel_on_a_real_gpu() -> None:
+    from crawler.scoring import select_device
+
+    if select_device("auto") != "gpu":
+        pytest.skip("no CUDA device")
+    result = run_checks(simulate=False)
+    assert result.returncode == 0, result.stderr
+    assert "gpu checks passed" in result.stdout
