@@ -1,0 +1,329 @@
+"""Shared helpers for the crawl benchmarks: measured child runs, venvs, machine facts, markdown.
+
+`run_measured` starts one peer as a subprocess and reports its wall time, CPU seconds (user +
+sys of the child and every descendant it reaped, from `RUSAGE_CHILDREN` deltas) and memory:
+`rss_main_mb` is the top process's own peak (VmHWM), `rss_tree_mb` the largest sampled sum of
+VmRSS over the whole process tree (our crawler parses in a process pool, so its workers count).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+WORK_DIR = BENCH_DIR / "work"
+SCRAPY_VENV = BENCH_DIR / ".venv-scrapy"
+SAMPLE_INTERVAL_S = 0.1
+
+
+@dataclass
+class RunResult:
+    """What one measured child run cost."""
+
+    name: str
+    returncode: int
+    wall_s: float
+    cpu_s: float
+    rss_main_mb: float
+    rss_tree_mb: float
+    max_procs: int
+    pages: int = 0
+    server_cpu_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.wall_s if self.wall_s > 0 else 0.0
+
+
+# ---------------------------------------------------------------- /proc sampling
+
+
+def _children_map() -> dict[int, list[int]]:
+    """Map each pid to its direct children, from /proc/*/stat."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        kids.setdefault(ppid, []).append(int(entry.name))
+    return kids
+
+
+def process_tree(root: int) -> list[int]:
+    """The pid `root` and all its live descendants."""
+    kids = _children_map()
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(kids.get(pid, ()))
+    return tree
+
+
+def _status_kb(pid: int, keys: Sequence[str]) -> dict[str, int]:
+    """Read a few `kB` fields (VmRSS, VmHWM) of /proc/PID/status; empty when the pid is gone."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                name, _, rest = line.partition(":")
+                if name in keys:
+                    out[name] = int(rest.split()[0])
+    except (OSError, ValueError):
+        return {}
+    return out
+
+
+def tree_cpu_s(root: int) -> float:
+    """User + system CPU seconds of a live process tree (for a long-running server)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in process_tree(root):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+class MemorySampler(threading.Thread):
+    """Polls a process tree's memory until stopped."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.main_hwm_kb = 0
+        self.tree_peak_kb = 0
+        self.max_procs = 0
+        self._stop_event = threading.Event()
+
+    def sample(self) -> None:
+        tree = process_tree(self.root)
+        rss_sum = 0
+        for pid in tree:
+            fields = _status_kb(pid, ("VmRSS", "VmHWM"))
+            rss_sum += fields.get("VmRSS", 0)
+            if pid == self.root:
+                self.main_hwm_kb = max(self.main_hwm_kb, fields.get("VmHWM", 0))
+        self.tree_peak_kb = max(self.tree_peak_kb, rss_sum)
+        self.max_procs = max(self.max_procs, len(tree))
+
+    def run(self) -> None:
+        while not self._stop_event.wait(SAMPLE_INTERVAL_S):
+            self.sample()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_measured(
+    name: str,
+    cmd: Sequence[str],
+    *,
+    log_path: Path,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> RunResult:
+    """Run `cmd` to completion, its output going to `log_path`, and measure it."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cpu0 = _children_cpu()
+    start = time.perf_counter()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        sampler = MemorySampler(proc.pid)
+        sampler.sample()
+        sampler.start()
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            returncode = proc.wait()
+        finally:
+            sampler.stop()
+    wall = time.perf_counter() - start
+    result = RunResult(
+        name=name,
+        returncode=returncode,
+        wall_s=wall,
+        cpu_s=_children_cpu() - cpu0,
+        rss_main_mb=sampler.main_hwm_kb / 1024,
+        rss_tree_mb=sampler.tree_peak_kb / 1024,
+        max_procs=sampler.max_procs,
+    )
+    if wall >= timeout_s:
+        result.notes.append(f"killed after the {timeout_s:.0f} s timeout")
+    return result
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    """The last lines of a log file, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------- ports, venvs, tools
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(preferred: int = 0) -> int:
+    """`preferred` when it is free, else any free loopback port."""
+    if preferred and port_is_free(preferred):
+        return preferred
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout_s: float = 15.0) -> None:
+    """Block until something accepts connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
+
+
+def ensure_scrapy_venv(venv: Path = SCRAPY_VENV) -> Path:
+    """Create the Scrapy venv (python -m venv + pip install scrapy) if missing; its python."""
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import scrapy"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    print(f"[setup] creating {venv} and installing scrapy into it", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "scrapy"], check=True)
+    return python
+
+
+def venv_package_version(python: Path | str, package: str) -> str:
+    """A package's version as seen by another interpreter ('-' when absent)."""
+    code = f"from importlib import metadata; print(metadata.version({package!r}))"
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else "-"
+
+
+def local_version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def find_crawl_command(explicit: str | None = None) -> str | None:
+    """The `crawl` console script: explicit path, next to this python, or on PATH."""
+    if explicit:
+        return explicit
+    beside = Path(sys.executable).parent / "crawl"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("crawl")
+
+
+def crawl_help(crawl: str | None) -> str | None:
+    """`crawl --help` output, or None when it fails (the crawler isn't usable yet)."""
+    if not crawl:
+        return None
+    try:
+        proc = subprocess.run([crawl, "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def supported_flags(help_text: str, wanted: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Split `wanted` flags into those `crawl --help` mentions and those it doesn't."""
+    flags = set(re.findall(r"(?<![\w-])--[\w][\w-]*", help_text))
+    wanted = list(wanted)
+    return [f for f in wanted if f in flags], [f for f in wanted if f not in flags]
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def machine_info() -> dict[str, str]:
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": model,
+        "memory": f"{mem_gib:.0f} GiB",
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+def median(values: Iterable[float]) -> float:
+    vals = list(values)
+    return statistics.median(vals) if vals else 0.0
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub markdown table; the first column left-aligned, the rest right-aligned."""
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append("|---|" + "---:|" * (len(header) - 1))
+    lines.extend("| " + " | ".join(str(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def write_section(path: Path, key: str, body: str) -> None:
+    """Replace (or append) the section between `<!-- key:begin -->` and `<!-- key:end -->`."""
+    begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
+    block = f"{begin}\n{body.rstrip()}\n{end}\n"
+    text = path.read_text() if path.exists() else ""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        text = (text.rstrip() + "\n\n" if text.strip() else "") + block
+    path.write_text(text)
