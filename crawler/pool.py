@@ -19,7 +19,8 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 
 from crawler.errors import CrawlerError, ParseError
-from parsers.html import parse_batch, warm_up
+from parsers.html import parse_batch
+from parsers.worker import init_worker, warm_up
 from parsers.page import Page, ParseFailure, ParseJob
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,9 @@ class ParsePool:
 
     def _new_executor(self) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("spawn")
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+        return ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=context, initializer=init_worker
+        )
 
     async def parse(self, job: ParseJob) -> Page:
         """Parse one page in a worker; raises ``ParseError`` if the worker could not."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import os
 import re
 
 from selectolax.lexbor import LexborHTMLParser
@@ -146,9 +145,3 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
         except Exception as exc:  # any parser bug is confined to its page and reported
             results.append(ParseFailure(job.url, f"{type(exc).__name__}: {exc}"))
     return results
-
-
-def warm_up() -> int:
-    """Run in each new worker: imports are done and lexbor is loaded before real work."""
-    LexborHTMLParser("<p>warm</p>").css_first("p")
-    return os.getpid()

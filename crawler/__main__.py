@@ -1,0 +1,5 @@
+"""``python -m crawler`` is the ``crawl`` command."""
+
+from crawler.cli import main
+
+main()

@@ -1,0 +1,209 @@
+"""The ``crawl`` command: a thin skin over the library (``crawler.crawl``) and the store.
+
+``crawl SEEDS [flags]`` crawls; ``crawl export DB``, ``crawl runs DB`` read a database.
+Exit codes: 0 the crawl finished (HTTP errors are data), 1 the crawl failed (storage
+error, bug), 2 usage or configuration error, 130/143 interrupted by SIGINT/SIGTERM.
+Heavy modules (aiohttp, the engine) are imported only when a command runs, so that
+``crawl --help`` is fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from crawler.errors import ConfigError, CrawlerError, StorageError
+from crawler.settings import SCOPES, Settings
+
+if TYPE_CHECKING:
+    from crawler.report import CrawlReport
+
+log = logging.getLogger("crawler")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+_DEFAULTS = Settings()
+
+
+class _CrawlGroup(click.Group):
+    """``crawl SEEDS ...`` runs the ``crawl`` subcommand; ``crawl --help`` documents it all."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["crawl", *args]
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        command = self.commands["crawl"]
+        with click.Context(command, info_name=ctx.info_name, parent=None) as sub:
+            command.format_help(sub, formatter)
+        self.format_commands(ctx, formatter)
+        with formatter.section("Exit codes"):
+            formatter.write_dl(
+                [
+                    ("0", "the crawl finished (pages with HTTP errors are data, not failure)"),
+                    ("1", "the crawl itself failed (storage error, bug)"),
+                    ("2", "usage or configuration error (flag, config file, seeds file)"),
+                    ("130, 143", "interrupted by SIGINT / SIGTERM after a clean stop"),
+                ]
+            )
+
+
+@click.group(cls=_CrawlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="crawler", message="crawl %(version)s")
+def main() -> None:
+    """A fast, polite, crash-safe web crawler."""
+
+
+def _help(text: str, default: Any = None) -> str:
+    return f"{text} [default: {default}]" if default is not None else text
+
+
+@main.command("crawl", context_settings={"show_default": False})
+@click.argument("seeds", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--db", help=_help("SQLite file to store pages in.", _DEFAULTS.db))
+@click.option("--max-pages", type=int, help="Stop after fetching this many pages.")
+@click.option("--max-depth", type=int, help="Follow links at most this deep (seeds are 0).")
+@click.option("--concurrency", type=int, help=_help("Requests in flight, all hosts.", 16))
+@click.option("--per-host", type=int, help=_help("Requests in flight per host.", 2))
+@click.option("--delay", type=float, help=_help("Seconds between request starts per host.", 1.0))
+@click.option("--scope", type=click.Choice(SCOPES), help=_help("What to follow: the seeds' "
+              "hosts, their domains (subdomains too), or anything.", "host"))  # fmt: skip
+@click.option("--include", multiple=True, help="Regex a URL must match to be followed (repeatable).")
+@click.option("--exclude", multiple=True, help="Regex of URLs not to follow (repeatable).")
+@click.option("--user-agent", help=_help("User-Agent header and robots.txt agent.",
+              _DEFAULTS.user_agent))  # fmt: skip
+@click.option("--workers", type=int, help="Parse processes [default: number of CPUs].")
+@click.option("--ignore-robots", is_flag=True, default=None, help="Do not obey robots.txt "
+              "(only for sites you own).")  # fmt: skip
+@click.option("--timeout", type=float, help=_help("Seconds a whole request may take.", 60.0))
+@click.option("--max-body-bytes", type=int, help=_help("Largest (decompressed) body read.",
+              _DEFAULTS.max_body_bytes))  # fmt: skip
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="TOML file with the same keys as these flags; flags win.")  # fmt: skip
+@click.option("--quiet", "-q", is_flag=True, default=None, help="Only warnings and errors.")
+@click.option("--verbose", "-v", is_flag=True, default=None, help="Log every request.")
+@click.option("--no-progress", is_flag=True, default=None, help="No progress bar.")
+def crawl_command(seeds: Path, config_file: Path | None, **flags: Any) -> None:
+    """Crawl from the URLs in SEEDS (one per line, # comments) and store pages in --db."""
+    try:
+        settings = _settings(config_file, flags)
+        from crawler.seeds import read_seeds
+
+        seed_urls = read_seeds(seeds)
+    except ConfigError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    _setup_logging(settings)
+    sys.exit(_run_crawl(seed_urls, settings))
+
+
+def _settings(config_file: Path | None, flags: dict[str, Any]) -> Settings:
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        values.update(_settings_fields(Settings.from_toml(config_file)))
+    given = {k: v for k, v in flags.items() if v is not None and v != ()}
+    if given.pop("no_progress", None):
+        given["progress"] = False
+    values.update(given)
+    return Settings.from_mapping(values, source="flags")
+
+
+def _settings_fields(settings: Settings) -> dict[str, Any]:
+    from dataclasses import fields
+
+    return {f.name: getattr(settings, f.name) for f in fields(settings) if f.init}
+
+
+def _fail(code: int, message: str) -> None:
+    click.echo(f"crawl: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _setup_logging(settings: Settings) -> None:
+    level = logging.WARNING if settings.quiet else logging.DEBUG if settings.verbose else logging.INFO
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not settings.verbose:
+        logging.getLogger("asyncio").setLevel(logging.WARNING)
+
+
+def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
+    from crawler.progress import ProgressView
+    from crawler.runner import run_with_signals
+
+    view = ProgressView(enabled=settings.progress and not settings.quiet)
+    try:
+        with view:
+            report, signal_code = run_with_signals(seed_urls, settings, view.update)
+    except ConfigError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    except StorageError as exc:
+        _fail(EXIT_FAILED, str(exc))
+    except CrawlerError as exc:
+        _fail(EXIT_FAILED, str(exc))
+    if not settings.quiet:
+        view.summary(report)
+    return signal_code or EXIT_OK
+
+
+@main.command("export")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl",
+              show_default=True, help="Output format.")  # fmt: skip
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write here instead of standard output.")  # fmt: skip
+def export_command(db: Path, fmt: str, output: Path | None) -> None:
+    """Write one record per stored page of DB as JSON lines or CSV."""
+    from storage.base import StoreError
+    from storage.export import export_pages
+
+    try:
+        if output is None:
+            count = export_pages(str(db), fmt, sys.stdout)
+        else:
+            with open(output, "w", encoding="utf-8", newline="") as handle:
+                count = export_pages(str(db), fmt, handle)
+    except StoreError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    except OSError as exc:
+        _fail(EXIT_USAGE, f"{output}: {exc.strerror}")
+    click.echo(f"exported {count} pages", err=True)
+
+
+@main.command("runs")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+def runs_command(db: Path) -> None:
+    """Print the run history of DB: start, end, status, pages, why it stopped."""
+    from storage.base import StoreError
+    from storage.export import read_runs
+
+    try:
+        rows = read_runs(str(db))
+    except StoreError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    click.echo("id\tstarted_at\tended_at\tstatus\treason\tpages_ok\tpages_failed\tbytes")
+    for row in rows:
+        click.echo("\t".join("" if v is None else str(v) for v in row))
+
+
+def report_lines(report: CrawlReport) -> list[str]:
+    """The end-of-crawl summary as plain lines (no colour): for logs and non-terminals."""
+    lines = [
+        f"crawl {report.status} ({report.reason}): {report.pages_ok} pages ok, "
+        f"{report.pages_failed} failed, {report.bytes / 1e6:.1f} MB in {report.elapsed_s:.1f} s "
+        f"({report.pages_per_s:.0f} pages/s); run {report.run_id} in {report.db}"
+    ]
+    if report.by_status:
+        lines.append("by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.by_status.items())))
+    if report.errors:
+        lines.append("errors: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.errors.items())))
+    if report.skipped:
+        lines.append("skipped: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.skipped.items())))
+    if report.queued_left:
+        lines.append(f"left in the queue: {report.queued_left}")
+    return lines

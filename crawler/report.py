@@ -1,0 +1,92 @@
+"""What a crawl tells its caller: live progress snapshots and the final ``CrawlReport``.
+
+Owns: the counters of one run (``RunCounters``, mutated only by the engine) and their frozen
+views. Pure: the engine passes the times in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A snapshot for progress displays."""
+
+    done: int
+    queued: int
+    in_flight: int
+    errors: int
+    bytes: int
+    elapsed_s: float
+    parse_busy: int = 0
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlReport:
+    """The outcome of one run.
+
+    ``status`` is ``finished`` (nothing left to do, or a limit reached), ``interrupted``
+    (stopped by a signal or ``Crawler.stop()``) or ``failed``; ``reason`` says why it ended.
+    """
+
+    run_id: int
+    db: str
+    status: str
+    reason: str
+    started_at: str
+    ended_at: str
+    elapsed_s: float
+    seeds: int
+    pages_ok: int
+    pages_failed: int
+    bytes: int
+    by_status: dict[int, int]
+    errors: dict[str, int]
+    skipped: dict[str, int]
+    queued_left: int
+
+    @property
+    def pages(self) -> int:
+        return self.pages_ok + self.pages_failed
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass(slots=True)
+class RunCounters:
+    """Mutable tallies kept by the engine while it runs."""
+
+    pages_ok: int = 0
+    pages_failed: int = 0
+    bytes: int = 0
+    by_status: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def count_page(self, status: int | None, error: str | None, body_bytes: int | None) -> None:
+        if status is not None:
+            self.by_status[status] += 1
+        if error is not None:
+            self.errors[error] += 1
+        if error is None and status is not None and 200 <= status < 400:
+            self.pages_ok += 1
+        else:
+            self.pages_failed += 1
+        self.bytes += body_bytes or 0
+
+    @property
+    def done(self) -> int:
+        return self.pages_ok + self.pages_failed
+
+
+ProgressCallback = Callable[[Progress], None]
+"""Called by the engine with a fresh ``Progress`` about twice a second."""

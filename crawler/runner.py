@@ -1,0 +1,52 @@
+"""Running a crawl from the command line: event loop, signals, clean stop.
+
+Owns: the process-level behaviour of a CLI crawl. First SIGINT/SIGTERM: stop taking new
+work, let requests in flight finish and be stored, record the run as interrupted, exit
+130/143. A second signal: exit at once (SQLite's transactions keep the database consistent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+from crawler import run_coroutine
+from crawler.engine import Engine
+from crawler.report import CrawlReport, ProgressCallback
+from crawler.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def run_with_signals(
+    seeds: list[str], settings: Settings, on_progress: ProgressCallback | None
+) -> tuple[CrawlReport, int]:
+    """Run the crawl; returns its report and the exit code a signal asks for (0 if none)."""
+    received: list[signal.Signals] = []
+
+    async def main() -> CrawlReport:
+        engine = Engine(settings, seeds, on_progress=on_progress)
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: signal.Signals) -> None:
+            received.append(signum)
+            if len(received) > 1:
+                log.warning("second %s: exiting now", signum.name)
+                os._exit(SIGNAL_EXIT_CODES[signum])
+            log.warning("%s: finishing requests in flight, then stopping", signum.name)
+            engine.stop(f"signal {signum.name}")
+
+        for signum in SIGNAL_EXIT_CODES:
+            loop.add_signal_handler(signum, on_signal, signum)
+        try:
+            return await engine.run()
+        finally:
+            for signum in SIGNAL_EXIT_CODES:
+                loop.remove_signal_handler(signum)
+
+    report = run_coroutine(main())
+    return report, SIGNAL_EXIT_CODES[received[0]] if received else 0

@@ -1,0 +1,252 @@
+"""Local test sites: real aiohttp servers on 127.0.0.1 (port 0), run in a background thread.
+
+Each server records every request it receives (path, arrival and end times), so tests assert
+politeness and completeness from the server's side.
+
+``LinkGraph`` is a generated site whose expected pages and outlinks are computed from the
+way it was built (not with the crawler's own URL code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Hit:
+    path: str
+    start: float
+    end: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class SiteServer:
+    """An aiohttp application served on 127.0.0.1 from a thread. Use as a context manager."""
+
+    def __init__(self, routes: dict[str, Handler] | None = None, *, latency_s: float = 0.0,
+                 fallback: Handler | None = None, host: str = "127.0.0.1") -> None:  # fmt: skip
+        self.routes = dict(routes or {})
+        self.fallback = fallback
+        self.latency_s = latency_s
+        self.host = host
+        self.hits: list[Hit] = []
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> SiteServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("test server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def paths(self) -> list[str]:
+        return [hit.path for hit in self.hits]
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._start())
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.close()
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path = request.path_qs
+        hit = Hit(path, time.monotonic(), headers=dict(request.headers))
+        self.hits.append(hit)
+        try:
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+            handler = self.routes.get(path) or self.routes.get(request.path) or self.fallback
+            if handler is None:
+                return web.Response(status=404, text="not found", content_type="text/html")
+            return await handler(request)
+        finally:
+            hit.end = time.monotonic()
+
+
+def html_handler(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return web.Response(text=body, status=status, content_type="text/html",
+                            headers=headers)  # fmt: skip
+
+    return handle
+
+
+def max_concurrency(hits: list[Hit]) -> int:
+    """The most requests the server was handling at one moment."""
+    events = sorted([(h.start, 1) for h in hits] + [(h.end, -1) for h in hits])
+    current = peak = 0
+    for _, delta in events:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def min_start_gap(hits: list[Hit]) -> float:
+    starts = sorted(h.start for h in hits)
+    return min((b - a for a, b in zip(starts, starts[1:], strict=False)), default=float("inf"))
+
+
+# -- a generated link graph ------------------------------------------------------------------
+class LinkGraph:
+    """A deterministic site of ``n`` HTML pages (+ a few PDFs and 404s) under ``/s<k>/``.
+
+    Links come in every form a crawler meets: relative, ``../``, absolute-path, absolute
+    with upper-case scheme and dot segments, ``<base href>``, fragments, query variants,
+    ``mailto:``/``javascript:``, and links to an external server that must never be hit.
+    ``expected_pages`` and ``expected_links`` are built from the construction.
+    """
+
+    def __init__(self, n: int = 600, *, seed: int = 7, external: str = "") -> None:
+        self.n = n
+        self.external = external
+        self.rng = random.Random(seed)
+        self.origin = ""  # set by serve()
+        self.dirs = 10
+        self._plan: dict[int, list[tuple[str, str]]] = {}
+
+    def path(self, i: int) -> str:
+        return "/index.html" if i == 0 else f"/s{i % self.dirs}/p{i}.html"
+
+    def serve(self, server: SiteServer) -> None:
+        self.origin = server.url
+        server.fallback = self._handle
+        self._plan = {i: self._links_of(i) for i in range(self.n)}
+
+    def _links_of(self, i: int) -> list[tuple[str, str]]:
+        """(href as written, path+query it resolves to, or "" if it leaves the site)."""
+        rng = random.Random(i * 7919 + 1)
+        targets = {i + 1} if i + 1 < self.n else set()  # a chain reaches every page
+        targets |= {rng.randrange(self.n) for _ in range(rng.randrange(5, 15))}
+        links: list[tuple[str, str]] = []
+        base_dir = f"/s{(i + 3) % self.dirs}/" if i % 17 == 5 else None
+        for j in sorted(targets):
+            links.append(self._href(i, j, rng, base_dir))
+        if i % 10 == 3:
+            links.append((f"/files/doc{i}.pdf", f"/files/doc{i}.pdf"))
+        if i % 25 == 4:
+            links.append((f"/missing{i}.html", f"/missing{i}.html"))
+        if i % 7 == 0:
+            links.append((f"{self.external}/ext{i}.html", ""))
+        links += [("mailto:someone@example.com", ""), ("javascript:void(0)", "")]
+        links.append(("#top", base_dir or self.path(i)))  # a fragment-only link: the base itself
+        return links
+
+    def _href(self, i: int, j: int, rng: random.Random, base_dir: str | None) -> tuple[str, str]:
+        target = self.path(j)
+        form = rng.randrange(7)
+        if base_dir is not None:
+            # relative to <base href>: climb out of base_dir
+            return f"..{target}", target
+        if form == 0:
+            return target, target
+        if form == 1:
+            return f"{target}#sec{j % 3}", target
+        if form == 2 and j % 40 == 1:
+            return f"{target}?ref=nav", f"{target}?ref=nav"
+        if form == 3:
+            here = self.path(i).rsplit("/", 1)[0]
+            if j != 0 and here == target.rsplit("/", 1)[0]:
+                return target.rsplit("/", 1)[1], target
+            return f"..{target}" if i != 0 else target.lstrip("/"), target
+        if form == 4:
+            return f"HTTP://{self.origin.split('//')[1]}/./s0/..{target}", target
+        if form == 5:
+            return f"{self.origin}{target}", target
+        return f"  {target}  ", target
+
+    def page_html(self, i: int) -> str:
+        links = self._plan[i]
+        base = ""
+        if i % 17 == 5:
+            base = f'<base href="/s{(i + 3) % self.dirs}/">'
+        anchors = "\n".join(f'<p>see <a href="{href}">page {k}</a></p>'
+                            for k, (href, _) in enumerate(links))  # fmt: skip
+        words = " ".join(self.rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(30))
+        return (
+            f"<!DOCTYPE html><html lang='en'><head><title>Page {i}</title>{base}"
+            f"<style>p {{color: red}}</style><script>var secret = 'hidden{i}';</script></head>"
+            f"<body><h1>Heading {i}</h1><p>{words}</p>{anchors}</body></html>"
+        )
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path == "/":
+            raise web.HTTPFound("/index.html")
+        if path.startswith("/files/"):
+            return web.Response(body=b"%PDF-1.4 fake", content_type="application/pdf")
+        index = self._index_of(path)
+        if index is None:
+            return web.Response(status=404, text="<p>missing</p>", content_type="text/html")
+        return web.Response(text=self.page_html(index), content_type="text/html")
+
+    def _index_of(self, path: str) -> int | None:
+        if path == "/index.html":
+            return 0
+        name = path.rsplit("/", 1)[-1]
+        if not (name.startswith("p") and name.endswith(".html")):
+            return None
+        try:
+            index = int(name[1:-5])
+        except ValueError:
+            return None
+        return index if 0 < index < self.n and self.path(index) == path else None
+
+    def expected_paths(self) -> set[str]:
+        """Every path (with query) a complete crawl from ``/`` fetches."""
+        seen = {"/", "/index.html"}
+        queue = [0]
+        while queue:
+            i = queue.pop()
+            for _, target in self._plan[i]:
+                if not target or target in seen:
+                    continue
+                seen.add(target)
+                index = self._index_of(target.split("?")[0])
+                if index is not None:
+                    queue.append(index)
+        return seen
+
+    def expected_links(self, i: int) -> set[str]:
+        """The outlinks page ``i`` must have in the links table (absolute URLs)."""
+        out = set()
+        for href, target in self._plan[i]:
+            if target:
+                out.add(self.origin + target)
+            elif href.startswith(self.external) and self.external:
+                out.add(href)
+        return out
