@@ -9,6 +9,7 @@ Owns: the connection to one SQLite file. Invariants:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from datetime import UTC, datetime
 
@@ -64,6 +65,21 @@ async def _migrate(db: aiosqlite.Connection) -> None:
         await db.execute("COMMIT")
 
 
+def _check_location(path: str) -> None:
+    """Refuse early, with a clear message, a path whose folder is missing or read-only.
+
+    (Also sidesteps an aiosqlite flaw: a failed connect leaves its thread calling back into
+    the event loop after it closed.)
+    """
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise StoreError(f"{path}: cannot open database: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise StoreError(f"{path}: cannot open database: not writable")
+
+
 class SQLiteStore:
     """A ``Store`` on one SQLite file."""
 
@@ -78,6 +94,7 @@ class SQLiteStore:
         return self._db
 
     async def open(self) -> None:
+        _check_location(self.path)
         try:
             self._db = await aiosqlite.connect(self.path, isolation_level=None)
             await self._db.execute("PRAGMA journal_mode=WAL")

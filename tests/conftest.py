@@ -1,0 +1,36 @@
+"""Shared fixtures: local sites on 127.0.0.1 and a fresh database path per test."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.sites import LinkGraph, SiteServer  # noqa: E402
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> str:
+    return str(tmp_path / "crawl.db")
+
+
+@pytest.fixture
+def external() -> Iterator[SiteServer]:
+    """A server standing for 'another host': a crawl in host scope must never reach it."""
+    with SiteServer() as server:
+        yield server
+
+
+@pytest.fixture
+def graph_site(external: SiteServer) -> Iterator[tuple[SiteServer, LinkGraph]]:
+    """The generated link graph (600 pages) served on 127.0.0.1."""
+    with SiteServer() as server:
+        graph = LinkGraph(600, external=external.url)
+        graph.serve(server)
+        yield server, graph

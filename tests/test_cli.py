@@ -1,0 +1,148 @@
+"""The ``crawl`` command: through click's CliRunner and as a real subprocess."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from crawler.cli import main
+from tests.sites import SiteServer, html_handler
+
+FAST = ["--concurrency", "16", "--per-host", "8", "--delay", "0", "--workers", "1"]
+
+
+@pytest.fixture
+def small_site() -> SiteServer:
+    with SiteServer() as site:
+        site.routes = {"/": html_handler('<title>Home</title><a href="/a">a</a><a href="/b">b</a>')}
+        site.fallback = html_handler("<title>Leaf</title><p>leaf text</p>")
+        yield site
+
+
+def seeds_file(tmp_path: Path, *lines: str) -> str:
+    path = tmp_path / "seeds.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_help_documents_every_flag() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for flag in ("--db", "--max-pages", "--max-depth", "--concurrency", "--per-host", "--delay",
+                 "--scope", "--include", "--exclude", "--user-agent", "--workers", "--config",
+                 "--quiet", "--verbose", "--no-progress", "export", "runs", "Exit codes"):  # fmt: skip
+        assert flag in result.output, flag
+
+
+def test_crawl_then_export(tmp_path: Path, small_site: SiteServer) -> None:
+    db = str(tmp_path / "x.db")
+    runner = CliRunner()
+    result = runner.invoke(main, [seeds_file(tmp_path, small_site.url), "--db", db, *FAST])
+    assert result.exit_code == 0, result.output
+    assert "3 pages ok" in result.output and "\x1b[" not in result.output
+    result = runner.invoke(main, ["export", db, "--format", "jsonl"])
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(r["title"] for r in records) == ["Home", "Leaf", "Leaf"]
+    assert {r["status"] for r in records} == {200}
+    out = tmp_path / "pages.csv"
+    result = runner.invoke(main, ["export", db, "--format", "csv", "-o", str(out)])
+    assert result.exit_code == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert len(rows) == 3 and rows[0]["url"] == small_site.url + "/"
+    result = runner.invoke(main, ["runs", db])
+    assert result.exit_code == 0 and "\tfinished\tdone\t3\t0\t" in result.output
+
+
+def test_config_file_and_flags_win(tmp_path: Path, small_site: SiteServer) -> None:
+    config = tmp_path / "crawl.toml"
+    config.write_text(f'db = "{tmp_path / "from-config.db"}"\nmax-pages = 1\ndelay = 0\n')
+    seeds = seeds_file(tmp_path, small_site.url)
+    result = CliRunner().invoke(main, [seeds, "--config", str(config), "--max-pages", "2"])
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(tmp_path / "from-config.db") as connection:
+        assert connection.execute("SELECT count(*) FROM pages").fetchone() == (2,)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["SEEDS", "--concurrency", "0"], "--concurrency must be positive"),
+        (["SEEDS", "--include", "("], "--include '(': invalid regex"),
+        (["SEEDS", "--config", "missing.toml"], "missing.toml: cannot read config file"),
+        (["nope.txt"], "nope.txt: seeds file not found"),
+        (["BAD"], "bad.txt:2: not an absolute http(s) URL: 'example.com/page'"),
+        (["export", "nope.db"], "nope.db: no such database"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    good = seeds_file(tmp_path, "http://127.0.0.1:9/")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("# seeds\nexample.com/page\n")
+    args = [good if a == "SEEDS" else str(bad) if a == "BAD" else a for a in args]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("crawl: error: ") and message in lines[0]
+
+
+def test_unknown_flag_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, [seeds_file(tmp_path, "http://a.com/"), "--frobnicate"])
+    assert result.exit_code == 2 and "--frobnicate" in result.stderr
+
+
+def test_unwritable_database_exits_1(tmp_path: Path) -> None:
+    seeds = seeds_file(tmp_path, "http://127.0.0.1:9/")
+    result = CliRunner().invoke(main, [seeds, "--db", str(tmp_path / "no" / "dir" / "x.db")])
+    assert result.exit_code == 1 and "cannot open database" in result.stderr
+
+
+def _subprocess_env() -> dict[str, str]:
+    root = str(Path(__file__).resolve().parent.parent)
+    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def test_real_subprocess_and_python_m(tmp_path: Path, small_site: SiteServer) -> None:
+    seeds = seeds_file(tmp_path, small_site.url + "/")
+    db = str(tmp_path / "sub.db")
+    done = subprocess.run([sys.executable, "-m", "crawler", seeds, "--db", db, *FAST],
+                          capture_output=True, text=True, env=_subprocess_env(), timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("crawl finished (done): 3 pages ok")
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT count(*) FROM pages").fetchone() == (3,)
+
+
+def test_sigint_stops_cleanly(tmp_path: Path) -> None:
+    links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(200))
+    with SiteServer(latency_s=0.1) as site:
+        site.routes = {"/": html_handler(links)}
+        site.fallback = html_handler("<p>leaf</p>")
+        seeds = seeds_file(tmp_path, site.url + "/")
+        db = str(tmp_path / "int.db")
+        proc = subprocess.Popen([sys.executable, "-m", "crawler", seeds, "--db", db, *FAST],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_subprocess_env())  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(site.hits) < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        hits = len(site.hits)
+    assert proc.returncode == 130, err
+    assert "crawl interrupted (signal SIGINT)" in out
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT status, reason FROM runs").fetchone() == (
+            "interrupted", "signal SIGINT")
+        stored = connection.execute("SELECT count(*) FROM pages").fetchone()[0]
+    assert 0 < stored <= hits - 1 < 200  # requests in flight finished and were stored

@@ -1,0 +1,207 @@
+"""The whole pipeline against local sites: real HTTP, a real process pool, real SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+
+import pytest
+
+import crawler
+from crawler import Settings
+from tests.sites import LinkGraph, SiteServer, html_handler, max_concurrency, min_start_gap
+
+FAST = {"concurrency": 32, "per_host": 16, "delay": 0.0, "workers": 2, "progress": False}
+
+
+def rows(db: str, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def test_link_graph_is_crawled_completely(
+    graph_site: tuple[SiteServer, LinkGraph], external: SiteServer, db_path: str
+) -> None:
+    server, graph = graph_site
+    report = crawler.run([server.url + "/"], Settings(db=db_path, **FAST))
+    expected = graph.expected_paths() - {"/"}  # "/" redirects to /index.html
+    assert report.status == "finished" and report.reason == "done"
+    stored = rows(db_path, "SELECT url, final_url, status, content_type, title, text FROM pages")
+    finals = [r[1].removeprefix(server.url) for r in stored]
+    assert len(finals) == len(set(finals)) == len(expected)  # every page exactly once
+    assert set(finals) == expected
+    assert len(expected) > 500
+    by_url = {r[0].removeprefix(server.url): r for r in stored}
+    assert by_url["/"][1] == server.url + "/index.html"
+    page = by_url["/s7/p17.html"]
+    assert page[2:5] == (200, "text/html", "Page 17")
+    assert "Heading 17" in page[5] and "hidden17" not in page[5]
+    assert by_url["/files/doc3.pdf"][2:4] == (200, "application/pdf")
+    assert by_url["/missing4.html"][2] == 404
+    assert external.hits == []  # another host: never requested
+    hits = Counter(server.paths())
+    assert hits["/robots.txt"] == 1
+    assert max(hits.values()) == 1  # no URL fetched twice
+    assert report.pages_ok + report.pages_failed == len(expected)
+
+
+def test_links_table_is_complete(
+    graph_site: tuple[SiteServer, LinkGraph], db_path: str
+) -> None:
+    server, graph = graph_site
+    crawler.run([server.url + "/index.html"], Settings(db=db_path, max_pages=60, **FAST))
+    stored = rows(db_path, "SELECT url FROM pages WHERE content_type = 'text/html' AND status = 200")
+    links = rows(db_path, "SELECT src_url, dst_url FROM links")
+    by_src: dict[str, set[str]] = {}
+    for src, dst in links:
+        by_src.setdefault(src, set()).add(dst)
+    for (url,) in stored:
+        path, _, query = url.removeprefix(server.url).partition("?")
+        index = graph._index_of(path)
+        assert index is not None
+        assert by_src[url] == graph.expected_links(index, "?" + query if query else ""), url
+
+
+def test_max_pages_and_depth(graph_site: tuple[SiteServer, LinkGraph], db_path: str) -> None:
+    server, _ = graph_site
+    report = crawler.run([server.url + "/index.html"], Settings(db=db_path, max_pages=25, **FAST))
+    assert report.pages == 25 and report.reason == "max-pages" and report.queued_left > 0
+    assert rows(db_path, "SELECT count(*) FROM pages") == [(25,)]
+    report = crawler.run(
+        [server.url + "/index.html"], Settings(db=db_path + "2", max_depth=1, **FAST)
+    )
+    depths = rows(db_path + "2", "SELECT depth, count(*) FROM pages GROUP BY depth")
+    assert [d for d, _ in depths] == [0, 1]
+    first_level = rows(db_path + "2", "SELECT count(*) FROM links WHERE src_url LIKE '%/index.html'")
+    assert depths[1][1] <= first_level[0][0]
+
+
+def test_scope_include_exclude(db_path: str) -> None:
+    with SiteServer() as other, SiteServer() as site:
+        body = (
+            f'<a href="/docs/a">a</a><a href="/docs/b">b</a><a href="/blog/c">c</a>'
+            f'<a href="{other.url}/x">other host</a>'
+        )
+        site.routes = {"/": html_handler(body)}
+        site.fallback = html_handler("<p>leaf</p>")
+        other.fallback = html_handler("<p>other</p>")
+        seeds = [site.url + "/"]
+        crawler.run(seeds, Settings(db=db_path, include=("/docs/", r"/$"), exclude=("/b$",), **FAST))
+        assert sorted(site.paths()) == ["/", "/docs/a", "/robots.txt"]
+        assert other.hits == []
+        crawler.run(seeds, Settings(db=db_path + "any", scope="any", **FAST))
+        assert sorted(other.paths()) == ["/robots.txt", "/x"]
+
+
+def test_domain_scope_keeps_subdomains_only() -> None:
+    from crawler.urls import Scope
+
+    scope = Scope(["http://www.example.com/"], "domain")
+    assert scope.check("http://example.com:8080/a") is None
+    assert scope.check("https://docs.example.com/") is None
+    assert scope.check("http://badexample.com/") == "scope"
+    host = Scope(["http://example.com:81/"], "host")
+    assert host.check("http://example.com:81/x") is None
+    assert host.check("http://example.com/x") == "scope"
+
+
+def test_per_host_limit_and_delay_seen_by_the_server(db_path: str) -> None:
+    links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(12))
+    with SiteServer(latency_s=0.05) as site:
+        site.routes = {"/": html_handler(links)}
+        site.fallback = html_handler("<p>leaf</p>")
+        crawler.run([site.url + "/"], Settings(db=db_path, concurrency=20, per_host=3, delay=0,
+                                               workers=1, progress=False))  # fmt: skip
+        assert len(site.hits) == 14
+        assert max_concurrency(site.hits) == 3
+    with SiteServer() as site:
+        site.routes = {"/": html_handler(links[:80])}
+        site.fallback = html_handler("<p>leaf</p>")
+        crawler.run([site.url + "/"], Settings(db=db_path + "2", concurrency=20, per_host=2,
+                                               delay=0.2, workers=1, progress=False))  # fmt: skip
+        assert len(site.hits) >= 5
+        assert min_start_gap(site.hits) >= 0.2 - 0.01
+        assert max_concurrency(site.hits) == 1
+
+
+def test_robots_txt_is_obeyed(db_path: str) -> None:
+    with SiteServer() as site:
+        site.routes = {
+            "/robots.txt": _text("User-agent: *\nDisallow: /private\n"),
+            "/": html_handler('<a href="/private/x">p</a><a href="/public">q</a>'),
+        }
+        site.fallback = html_handler("<p>leaf</p>")
+        report = crawler.run([site.url + "/"], Settings(db=db_path, **FAST))
+        assert sorted(site.paths()) == ["/", "/public", "/robots.txt"]
+        assert report.skipped == {"robots": 1}
+
+
+@pytest.mark.parametrize(("status", "fetched"), [(404, True), (503, False)])
+def test_robots_txt_errors_follow_rfc_9309(db_path: str, status: int, fetched: bool) -> None:
+    with SiteServer() as site:
+        site.routes = {"/robots.txt": html_handler("x", status=status)}
+        site.fallback = html_handler("<p>leaf</p>")
+        crawler.run([site.url + "/"], Settings(db=db_path, **FAST))
+        assert ("/" in site.paths()) is fetched
+
+
+def test_errors_are_data_not_failures(db_path: str) -> None:
+    from aiohttp import web
+
+    async def reset(request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response()
+
+    with SiteServer() as site:
+        site.routes = {
+            "/": html_handler('<a href="/500">a</a><a href="/reset">b</a><a href="/big">c</a>'),
+            "/500": html_handler("oops", status=500),
+            "/reset": reset,
+            "/big": html_handler("x" * 5000),
+        }
+        report = crawler.run([site.url + "/"], Settings(db=db_path, max_body_bytes=4000, **FAST))
+    assert report.status == "finished"
+    stored = dict(rows(db_path, "SELECT substr(url, instr(url, '/500') ), error FROM pages"))
+    errors = dict(rows(db_path, "SELECT url, coalesce(error, status) FROM pages"))
+    assert errors[site.url + "/500"] == 500
+    assert errors[site.url + "/reset"] in ("connect", "bad-response")
+    assert errors[site.url + "/big"] == "too-large"
+    assert report.by_status.get(500) == 1 and stored
+
+
+def test_runs_table_and_restart_in_one_process(db_path: str) -> None:
+    with SiteServer() as site:
+        site.fallback = html_handler("<p>only</p>")
+        first = crawler.run([site.url + "/"], Settings(db=db_path, **FAST))
+        second = crawler.run([site.url + "/"], Settings(db=db_path, **FAST))
+    assert (first.run_id, second.run_id) == (1, 2)
+    runs = rows(db_path, "SELECT id, status, reason, pages_ok, ended_at IS NOT NULL FROM runs")
+    assert runs == [(1, "finished", "done", 1, 1), (2, "finished", "done", 1, 1)]
+    assert rows(db_path, "SELECT count(*) FROM pages") == [(1,)]
+
+
+def test_async_api_inside_a_users_event_loop(db_path: str) -> None:
+    import asyncio
+
+    async def users_app(url: str) -> tuple[crawler.CrawlReport, crawler.CrawlReport]:
+        seen: list[crawler.Progress] = []
+        one = crawler.crawl([url], Settings(**FAST), db=db_path, on_progress=seen.append)
+        two = crawler.crawl([url], Settings(**FAST), db=db_path + "2")
+        reports = await asyncio.gather(one, two)  # two crawls at the same time
+        assert seen and seen[0].done == 0
+        return reports
+
+    with SiteServer() as site:
+        site.fallback = html_handler("<title>t</title>")
+        first, second = asyncio.run(users_app(site.url + "/"))
+    assert first.pages_ok == second.pages_ok == 1 and first.db == db_path
+
+
+def _text(body: str):  # type: ignore[no-untyped-def]
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return web.Response(text=body, content_type="text/plain")
+
+    return handle

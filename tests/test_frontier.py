@@ -1,0 +1,100 @@
+"""crawler.frontier: pure scheduling, time passed in. Properties checked with hypothesis."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawler.frontier import FetchJob, Frontier
+from crawler.robots import RobotsRules
+
+
+def drain(frontier: Frontier, now: float) -> list[FetchJob]:
+    jobs = []
+    while isinstance(job := frontier.next(now), FetchJob):
+        jobs.append(job)
+    return jobs
+
+
+def test_robots_first_then_pages_in_fifo_order() -> None:
+    f = Frontier(per_host=2, delay_s=0.0)
+    for i in range(3):
+        assert f.add(f"http://a.com/{i}", 1, 0.0)
+    assert not f.add("http://a.com/0", 1, 0.0)
+    robots = f.next(0.0)
+    assert isinstance(robots, FetchJob) and robots.robots and robots.url == "http://a.com/robots.txt"
+    assert f.next(0.0) is None  # nothing may start before robots.txt is known
+    f.robots_done(robots, None, None, 0.0)
+    assert [j.url for j in drain(f, 0.0)] == ["http://a.com/0", "http://a.com/1"]
+    assert f.in_flight == 2 and f.queued == 1
+
+
+def test_delay_and_per_host_limit() -> None:
+    f = Frontier(per_host=1, delay_s=2.0, check_robots=False)
+    f.add("http://a.com/1", 0, 0.0)
+    f.add("http://a.com/2", 0, 0.0)
+    first = f.next(10.0)
+    assert isinstance(first, FetchJob)
+    assert f.next(10.0) is None  # per-host limit reached: wait for a release
+    f.release(first, 11.0)
+    assert f.next(11.0) == 12.0  # released, but the delay runs from the previous start
+    assert isinstance(f.next(12.0), FetchJob)
+    assert f.empty is False and f.queued == 0
+
+
+def test_crawl_delay_and_robots_rules() -> None:
+    f = Frontier(per_host=4, delay_s=0.5, user_agent="MyBot")
+    f.add("http://a.com/private/x", 0, 0.0)
+    f.add("http://a.com/public", 0, 0.0)
+    robots = f.next(0.0)
+    assert isinstance(robots, FetchJob)
+    rules = RobotsRules.parse("User-agent: *\nDisallow: /private\nCrawl-delay: 3")
+    f.robots_done(robots, rules, rules.crawl_delay("MyBot"), 1.0)
+    assert f.next(1.0) == 4.0
+    job = f.next(4.0)
+    assert isinstance(job, FetchJob) and job.url == "http://a.com/public"
+    assert f.drain_skipped() == [("http://a.com/private/x", 0, "robots")]
+
+
+def test_hosts_are_independent() -> None:
+    f = Frontier(per_host=1, delay_s=5.0, check_robots=False)
+    for host in ("a", "b", "c"):
+        f.add(f"http://{host}.com/", 0, 0.0)
+        f.add(f"http://{host}.com/2", 0, 0.0)
+    assert sorted(j.origin for j in drain(f, 0.0)) == ["http://a.com", "http://b.com", "http://c.com"]
+
+
+actions = st.lists(
+    st.tuples(st.sampled_from(["add", "next", "release", "tick"]), st.integers(0, 30)),
+    max_size=200,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(actions, st.integers(1, 3), st.sampled_from([0.0, 0.5, 2.0]))
+def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay: float) -> None:
+    f = Frontier(per_host=per_host, delay_s=delay, check_robots=False)
+    now = 0.0
+    running: list[FetchJob] = []
+    handed: set[str] = set()
+    last_start: dict[str, float] = {}
+    for op, n in ops:
+        if op == "add":
+            f.add(f"http://h{n % 3}.com/p{n}", 0, now)
+        elif op == "tick":
+            now += n / 10
+        elif op == "release" and running:
+            f.release(running.pop(n % len(running)), now)
+        elif op == "next":
+            job = f.next(now)
+            if isinstance(job, float):
+                assert job > now
+            elif job is not None:
+                assert job.url not in handed
+                handed.add(job.url)
+                if job.origin in last_start:
+                    assert now - last_start[job.origin] >= delay - 1e-9
+                last_start[job.origin] = now
+                running.append(job)
+                assert sum(j.origin == job.origin for j in running) <= per_host
+        assert f.in_flight == len(running)

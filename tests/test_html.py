@@ -1,0 +1,84 @@
+"""parsers.html: the parse worker's function, on real HTML bytes."""
+
+from __future__ import annotations
+
+import codecs
+
+from parsers.html import choose_charset, content_hash, parse_batch, parse_page
+from parsers.page import Page, ParseFailure, ParseJob
+
+
+def job(body: bytes | str, url: str = "http://example.com/dir/page.html", **kw: object) -> ParseJob:
+    data = body.encode() if isinstance(body, str) else body
+    return ParseJob(url, url, 200, "text/html", kw.pop("charset", None), data, **kw)  # type: ignore[arg-type]
+
+
+DOC = """<!doctype html><html lang="en-GB"><head><title>  A   title </title>
+<meta name="Robots" content="NOARCHIVE"><link rel="canonical" href="/canon">
+<script>var hidden = 1;</script><style>.x {color: red}</style></head>
+<body><h1>Hello</h1><p>visible <b>text</b></p><noscript>no script</noscript>
+<template><p>tmpl</p></template>
+<a href="a.html#x">a</a> <a href="a.html">dup</a> <a href="../up.html">up</a>
+<a href="mailto:x@y.z">mail</a> <area href="/area"> <iframe src="frame.html"></iframe>
+<a href="https://other.org/ext">ext</a> <a>no href</a></body></html>"""
+
+
+def test_fields() -> None:
+    page = parse_page(job(DOC))
+    assert isinstance(page, Page)
+    assert page.title == "A title"
+    assert page.lang == "en-GB"
+    assert page.meta_robots == "NOARCHIVE"
+    assert page.canonical == "http://example.com/canon"
+    assert "visible text" in page.text and "Hello" in page.text
+    for hidden in ("hidden", "color", "no script", "tmpl"):
+        assert hidden not in page.text
+    assert page.links == (
+        "http://example.com/dir/a.html",
+        "http://example.com/up.html",
+        "http://example.com/area",
+        "https://other.org/ext",
+        "http://example.com/dir/frame.html",
+    )
+    assert not page.noindex and not page.nofollow
+    assert page.content_hash == content_hash(DOC.encode())
+
+
+def test_base_href() -> None:
+    page = parse_page(job('<base href="http://cdn.example.com/b/"><a href="x">x</a><a href="/y">y</a>'))
+    assert page.links == ("http://cdn.example.com/b/x", "http://cdn.example.com/y")
+
+
+def test_meta_robots_and_x_robots_tag() -> None:
+    page = parse_page(job('<meta name="robots" content="noindex, nofollow"><p>secret</p>'))
+    assert page.noindex and page.nofollow and page.text == ""
+    page = parse_page(job("<p>x</p>", x_robots_tag="none"))
+    assert page.noindex and page.nofollow
+
+
+def test_charsets() -> None:
+    text = "日本語のテキスト"
+    sjis = f'<html><head><meta charset="shift_jis"><title>{text}</title></head></html>'
+    assert parse_page(job(sjis.encode("shift_jis"))).title == text
+    assert parse_page(job(sjis.encode("shift_jis"), charset="Shift_JIS")).title == text
+    utf16 = codecs.BOM_UTF16_LE + f"<title>{text}</title>".encode("utf-16-le")
+    assert parse_page(job(utf16)).title == text
+    latin = "<title>caf\xe9</title>".encode("latin-1")
+    assert parse_page(job(latin, charset="iso-8859-1")).title == "café"
+    assert choose_charset("no-such-charset", b"") == "utf-8"
+    assert choose_charset(None, b'<meta http-equiv="content-type" content="text/html; charset=koi8-r">') == "koi8-r"
+
+
+def test_empty_and_broken_documents() -> None:
+    for body in (b"", b"<", b"\x00\xff\xfe garbage", b"<html><body><a href='http://[bad'>x</a>"):
+        page = parse_page(job(body))
+        assert page.links == ()
+
+
+def test_parse_batch_keeps_order_and_isolates_failures() -> None:
+    results = parse_batch([job("<title>1</title>"), job("<title>2</title>")])
+    assert [r.title for r in results if isinstance(r, Page)] == ["1", "2"]
+    bad = ParseJob("http://e.com/", "http://e.com/", 200, "text/html", None, None)  # type: ignore[arg-type]
+    results = parse_batch([bad, job("<title>ok</title>")])
+    assert isinstance(results[0], ParseFailure) and results[0].url == "http://e.com/"
+    assert isinstance(results[1], Page)

@@ -1,0 +1,60 @@
+"""parsers.links: WHATWG resolution, normalisation and authority helpers (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from parsers.links import normalize_url, resolve_url, url_authority, url_hostname, url_origin
+
+
+@pytest.mark.parametrize(
+    ("base", "href", "expected"),
+    [
+        ("http://example.com/a/b.html", "c.html", "http://example.com/a/c.html"),
+        ("http://example.com/a/b.html", "../c.html", "http://example.com/c.html"),
+        ("http://example.com/a/b.html", "/x/./y/../z", "http://example.com/x/z"),
+        ("http://example.com/a/b.html", "#frag", "http://example.com/a/b.html"),
+        ("http://example.com/a/b.html", "?q=1#f", "http://example.com/a/b.html?q=1"),
+        ("http://example.com/a/", "//other.org/p", "http://other.org/p"),
+        ("https://example.com/", "HTTP://EXAMPLE.COM:80/A", "http://example.com/A"),
+        ("http://example.com/", "https://example.com:443/", "https://example.com/"),
+        ("http://example.com/", "  /padded  ", "http://example.com/padded"),
+        ("http://example.com/", "http://bücher.de/", "http://xn--bcher-kva.de/"),
+        ("http://example.com/", "/a b", "http://example.com/a%20b"),
+        ("http://example.com/", "/%7e%2f", "http://example.com/%7E%2F"),
+        ("http://example.com/", "mailto:a@b.c", None),
+        ("http://example.com/", "javascript:void(0)", None),
+        ("http://example.com/", "ftp://example.com/f", None),
+        ("http://example.com/", "http://[::1", None),
+        ("http://example.com/", "data:text/html,hi", None),
+    ],
+)
+def test_resolve_url(base: str, href: str, expected: str | None) -> None:
+    assert resolve_url(base, href) == expected
+
+
+def test_normalize_rejects_non_http() -> None:
+    with pytest.raises(ValueError, match="not an http"):
+        normalize_url("ftp://example.com/")
+    with pytest.raises(ValueError, match="invalid URL"):
+        normalize_url("http://")
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FFF), max_size=40))
+def test_normalize_is_idempotent(path: str) -> None:
+    url = resolve_url("http://Example.COM:80/dir/page.html", path)
+    if url is not None:
+        assert normalize_url(url) == url
+        assert normalize_url(normalize_url(url)) == url
+        assert "#" not in url
+
+
+def test_authority_helpers() -> None:
+    url = normalize_url("https://user:pw@Example.com:8443/p?q")
+    assert url_authority(url) == "example.com:8443"
+    assert url_hostname(url) == "example.com"
+    assert url_origin(url) == "https://example.com:8443"
+    assert url_hostname("http://[::1]:81/") == "[::1]"
+    assert url_authority("http://example.com?x=1") == "example.com"

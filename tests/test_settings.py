@@ -1,0 +1,83 @@
+"""crawler.settings and crawler.seeds: validation and error messages naming the input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crawler.errors import ConfigError
+from crawler.seeds import parse_seeds, read_seeds
+from crawler.settings import Settings
+
+
+def test_defaults_are_polite() -> None:
+    s = Settings()
+    assert (s.per_host, s.delay, s.scope, s.db) == (2, 1.0, "host", "crawl.db")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"concurrency": 0}, "--concurrency"),
+        ({"per_host": -1}, "--per-host"),
+        ({"delay": -0.1}, "--delay"),
+        ({"scope": "planet"}, "--scope"),
+        ({"include": ("(",)}, "--include"),
+        ({"max_pages": 0}, "--max-pages"),
+    ],
+)
+def test_invalid_settings(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings(**changes)  # type: ignore[arg-type]
+
+
+def test_from_toml(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('per-host = 4\ndelay = 0.25\ninclude = "/docs/"\nno-progress = true\n')
+    s = Settings.from_toml(path)
+    assert (s.per_host, s.delay, s.include, s.progress) == (4, 0.25, ("/docs/",), False)
+    path.write_text("bogus = 1\n")
+    with pytest.raises(ConfigError, match=r"c\.toml: unknown setting 'bogus'"):
+        Settings.from_toml(path)
+    path.write_text("per-host = [\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        Settings.from_toml(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        Settings.from_toml(tmp_path / "missing.toml")
+
+
+def test_seeds_file(tmp_path: Path) -> None:
+    path = tmp_path / "seeds.txt"
+    path.write_text(
+        "\ufeff# a comment\n\nhttp://Example.com/a#frag\n  https://b.org  # trailing\nhttp://example.com/a\n"
+    )
+    assert read_seeds(path) == ["http://example.com/a", "https://b.org/"]
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        ("http://ok.com/\nexample.com\n", "seeds.txt:2"),
+        ("ftp://x.org/\n", "seeds.txt:1"),
+        ("# only\n\nhttp://\n", "seeds.txt:3"),
+        ("/relative/path\n", "seeds.txt:1"),
+    ],
+)
+def test_bad_seed_lines_name_file_and_line(tmp_path: Path, content: str, where: str) -> None:
+    path = tmp_path / "seeds.txt"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=where):
+        read_seeds(path)
+
+
+def test_missing_and_empty_seed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        read_seeds(tmp_path / "nope.txt")
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    with pytest.raises(ConfigError, match="no seed URLs"):
+        read_seeds(tmp_path / "empty.txt")
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_seeds(tmp_path / "bin.txt")
+    assert parse_seeds(["http://a.com/"]) == ["http://a.com/"]
