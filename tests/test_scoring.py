@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawler.errors import ConfigError
 from crawler.scoring import (
     K1,
     B,
@@ -242,6 +243,7 @@ def test_gpu_request_without_cuda_raises_a_clear_error() -> None:
     with pytest.raises(GPUUnavailableError, match="no CUDA device") as caught:
         select_device("gpu")
     assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, ConfigError)  # the CLI maps it to exit 2
     assert "\n" not in str(caught.value)
 
 
