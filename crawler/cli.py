@@ -73,7 +73,9 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--delay", type=float, help=_help("Seconds between request starts per host.", 1.0))
 @click.option("--scope", type=click.Choice(SCOPES), help=_help("What to follow: the seeds' "
               "hosts, their domains (subdomains too), or anything.", "host"))  # fmt: skip
-@click.option("--include", multiple=True, help="Regex a URL must match to be followed (repeatable).")
+@click.option(
+    "--include", multiple=True, help="Regex a URL must match to be followed (repeatable)."
+)
 @click.option("--exclude", multiple=True, help="Regex of URLs not to follow (repeatable).")
 @click.option("--user-agent", help=_help("User-Agent header and robots.txt agent.",
               _DEFAULTS.user_agent))  # fmt: skip
@@ -124,7 +126,9 @@ def _fail(code: int, message: str) -> None:
 
 
 def _setup_logging(settings: Settings) -> None:
-    level = logging.WARNING if settings.quiet else logging.DEBUG if settings.verbose else logging.INFO
+    level = (
+        logging.WARNING if settings.quiet else logging.DEBUG if settings.verbose else logging.INFO
+    )
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -199,11 +203,15 @@ def report_lines(report: CrawlReport) -> list[str]:
         f"({report.pages_per_s:.0f} pages/s); run {report.run_id} in {report.db}"
     ]
     if report.by_status:
-        lines.append("by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.by_status.items())))
+        lines.append(
+            "by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.by_status.items()))
+        )
     if report.errors:
         lines.append("errors: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.errors.items())))
     if report.skipped:
-        lines.append("skipped: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.skipped.items())))
+        lines.append(
+            "skipped: " + ", ".join(f"{k}: {v}" for k, v in sorted(report.skipped.items()))
+        )
     if report.queued_left:
         lines.append(f"left in the queue: {report.queued_left}")
     return lines

@@ -20,12 +20,12 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
 
 from crawler.errors import FetchError, ParseError, StorageError
-from crawler.fetch import FetchResult, Fetcher, open_session
+from crawler.fetch import Fetcher, FetchResult, open_session
 from crawler.frontier import FetchJob, Frontier
 from crawler.pool import ParsePool
 from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
@@ -173,19 +173,19 @@ class Engine:
     async def _next_job(self) -> FetchJob | None:
         """The next job to run, waiting for one; ``None`` when the crawl is over."""
         while True:
-            item: FetchJob | float | None = None
+            wait_until: float | None = None
             if self._stop_reason is None and not self._budget_spent():
-                now = time.monotonic()
-                item = self._frontier.next(now)
+                item = self._frontier.next(time.monotonic())
                 self._count_skipped()
                 if isinstance(item, FetchJob):
                     if not item.robots:
                         self._issued += 1
                     return item
-            if self._unfinished == 0 and (item is None or self._stop_reason is not None):
-                return None
+                wait_until = item
+            if self._unfinished == 0 and wait_until is None:
+                return None  # nothing queued that may start, nothing running that could add
             self._wake.clear()
-            timeout = None if item is None else max(0.0, item - time.monotonic())
+            timeout = None if wait_until is None else max(0.0, wait_until - time.monotonic())
             try:
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()

@@ -142,8 +142,16 @@ class Fetcher:
                 target = resolve_url(current, headers["Location"])
                 if target is None:
                     raise BadResponse(url, f"unusable redirect target {headers['Location']!r}")
-                return FetchResult(url, current, status, content_type, charset, None,
-                                   robots_tag, redirect_to=target)
+                return FetchResult(
+                    url,
+                    current,
+                    status,
+                    content_type,
+                    charset,
+                    None,
+                    robots_tag,
+                    redirect_to=target,
+                )
             body: bytes | None = None
             if any_type or not content_type or content_type in HTML_TYPES:
                 body = await self._read(url, resp)

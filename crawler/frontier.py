@@ -131,7 +131,9 @@ class Frontier:
     def _take(self, host: _Host, now: float) -> FetchJob | None:
         if host.robots is RobotsState.UNKNOWN:
             host.robots = RobotsState.PENDING
-            return self._start(host, FetchJob(host.origin + "/robots.txt", 0, host.origin, True), now)
+            return self._start(
+                host, FetchJob(host.origin + "/robots.txt", 0, host.origin, True), now
+            )
         while host.queue and host.in_flight < self._per_host:
             url, depth = host.queue.popleft()
             self.queued -= 1

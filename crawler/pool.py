@@ -20,8 +20,8 @@ from types import TracebackType
 
 from crawler.errors import CrawlerError, ParseError
 from parsers.html import parse_batch
-from parsers.worker import init_worker, warm_up
 from parsers.page import Page, ParseFailure, ParseJob
+from parsers.worker import init_worker, warm_up
 
 log = logging.getLogger(__name__)
 
@@ -136,4 +136,3 @@ class ParsePool:
                 log.warning("parse pool broke (a worker died); starting a new one")
                 self._executor.shutdown(wait=False, cancel_futures=True)
                 self._executor = self._new_executor()
-

@@ -155,4 +155,3 @@ class SQLiteStore:
             )  # fmt: skip
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot record the end of the run: {exc}") from exc
-

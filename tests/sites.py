@@ -10,6 +10,7 @@ way it was built (not with the crawler's own URL code).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 import time
@@ -118,7 +119,7 @@ def max_concurrency(hits: list[Hit]) -> int:
 
 def min_start_gap(hits: list[Hit]) -> float:
     starts = sorted(h.start for h in hits)
-    return min((b - a for a, b in zip(starts, starts[1:], strict=False)), default=float("inf"))
+    return min((b - a for a, b in itertools.pairwise(starts)), default=float("inf"))
 
 
 # -- a generated link graph ------------------------------------------------------------------

@@ -143,6 +143,8 @@ def test_sigint_stops_cleanly(tmp_path: Path) -> None:
     assert "crawl interrupted (signal SIGINT)" in out
     with sqlite3.connect(db) as connection:
         assert connection.execute("SELECT status, reason FROM runs").fetchone() == (
-            "interrupted", "signal SIGINT")
+            "interrupted",
+            "signal SIGINT",
+        )
         stored = connection.execute("SELECT count(*) FROM pages").fetchone()[0]
     assert 0 < stored <= hits - 1 < 200  # requests in flight finished and were stored

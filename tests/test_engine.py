@@ -45,12 +45,12 @@ def test_link_graph_is_crawled_completely(
     assert report.pages_ok + report.pages_failed == len(expected)
 
 
-def test_links_table_is_complete(
-    graph_site: tuple[SiteServer, LinkGraph], db_path: str
-) -> None:
+def test_links_table_is_complete(graph_site: tuple[SiteServer, LinkGraph], db_path: str) -> None:
     server, graph = graph_site
     crawler.run([server.url + "/index.html"], Settings(db=db_path, max_pages=60, **FAST))
-    stored = rows(db_path, "SELECT url FROM pages WHERE content_type = 'text/html' AND status = 200")
+    stored = rows(
+        db_path, "SELECT url FROM pages WHERE content_type = 'text/html' AND status = 200"
+    )
     links = rows(db_path, "SELECT src_url, dst_url FROM links")
     by_src: dict[str, set[str]] = {}
     for src, dst in links:
@@ -72,7 +72,9 @@ def test_max_pages_and_depth(graph_site: tuple[SiteServer, LinkGraph], db_path: 
     )
     depths = rows(db_path + "2", "SELECT depth, count(*) FROM pages GROUP BY depth")
     assert [d for d, _ in depths] == [0, 1]
-    first_level = rows(db_path + "2", "SELECT count(*) FROM links WHERE src_url LIKE '%/index.html'")
+    first_level = rows(
+        db_path + "2", "SELECT count(*) FROM links WHERE src_url LIKE '%/index.html'"
+    )
     assert depths[1][1] <= first_level[0][0]
 
 
@@ -86,7 +88,9 @@ def test_scope_include_exclude(db_path: str) -> None:
         site.fallback = html_handler("<p>leaf</p>")
         other.fallback = html_handler("<p>other</p>")
         seeds = [site.url + "/"]
-        crawler.run(seeds, Settings(db=db_path, include=("/docs/", r"/$"), exclude=("/b$",), **FAST))
+        crawler.run(
+            seeds, Settings(db=db_path, include=("/docs/", r"/$"), exclude=("/b$",), **FAST)
+        )
         assert sorted(site.paths()) == ["/", "/docs/a", "/robots.txt"]
         assert other.hits == []
         crawler.run(seeds, Settings(db=db_path + "any", scope="any", **FAST))

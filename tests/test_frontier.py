@@ -22,7 +22,9 @@ def test_robots_first_then_pages_in_fifo_order() -> None:
         assert f.add(f"http://a.com/{i}", 1, 0.0)
     assert not f.add("http://a.com/0", 1, 0.0)
     robots = f.next(0.0)
-    assert isinstance(robots, FetchJob) and robots.robots and robots.url == "http://a.com/robots.txt"
+    assert (
+        isinstance(robots, FetchJob) and robots.robots and robots.url == "http://a.com/robots.txt"
+    )
     assert f.next(0.0) is None  # nothing may start before robots.txt is known
     f.robots_done(robots, None, None, 0.0)
     assert [j.url for j in drain(f, 0.0)] == ["http://a.com/0", "http://a.com/1"]
@@ -61,7 +63,11 @@ def test_hosts_are_independent() -> None:
     for host in ("a", "b", "c"):
         f.add(f"http://{host}.com/", 0, 0.0)
         f.add(f"http://{host}.com/2", 0, 0.0)
-    assert sorted(j.origin for j in drain(f, 0.0)) == ["http://a.com", "http://b.com", "http://c.com"]
+    assert sorted(j.origin for j in drain(f, 0.0)) == [
+        "http://a.com",
+        "http://b.com",
+        "http://c.com",
+    ]
 
 
 actions = st.lists(

@@ -45,7 +45,9 @@ def test_fields() -> None:
 
 
 def test_base_href() -> None:
-    page = parse_page(job('<base href="http://cdn.example.com/b/"><a href="x">x</a><a href="/y">y</a>'))
+    page = parse_page(
+        job('<base href="http://cdn.example.com/b/"><a href="x">x</a><a href="/y">y</a>')
+    )
     assert page.links == ("http://cdn.example.com/b/x", "http://cdn.example.com/y")
 
 
@@ -66,7 +68,12 @@ def test_charsets() -> None:
     latin = "<title>caf\xe9</title>".encode("latin-1")
     assert parse_page(job(latin, charset="iso-8859-1")).title == "café"
     assert choose_charset("no-such-charset", b"") == "utf-8"
-    assert choose_charset(None, b'<meta http-equiv="content-type" content="text/html; charset=koi8-r">') == "koi8-r"
+    assert (
+        choose_charset(
+            None, b'<meta http-equiv="content-type" content="text/html; charset=koi8-r">'
+        )
+        == "koi8-r"
+    )
 
 
 def test_empty_and_broken_documents() -> None:
