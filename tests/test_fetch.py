@@ -1,0 +1,137 @@
+"""crawler.fetch: the Fetcher against real local servers (redirects, caps, types, errors)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+
+import pytest
+from aiohttp import web
+
+from crawler.errors import BadResponse, ConnectFailed, FetchError, FetchTimeout, TooLarge
+from crawler.fetch import Fetcher, open_session, sniff_html
+from crawler.settings import Settings
+from tests.sites import SiteServer, html_handler
+
+
+def fetch(url: str, check=None, **settings: object):  # type: ignore[no-untyped-def]
+    async def go():  # type: ignore[no-untyped-def]
+        config = Settings(**settings)  # type: ignore[arg-type]
+        async with open_session(config) as session:
+            return await Fetcher(session, config).fetch(url, check)
+
+    return asyncio.run(go())
+
+
+def redirect(to: str, status: int = 301):  # type: ignore[no-untyped-def]
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=status, headers={"Location": to})
+
+    return handle
+
+
+async def gzipped(request: web.Request) -> web.StreamResponse:
+    body = gzip.compress(b"<title>z</title>" + b"a" * 100_000)
+    return web.Response(body=body, headers={"Content-Encoding": "gzip",
+                                            "Content-Type": "text/html"})  # fmt: skip
+
+
+async def slow_drip(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/html"})
+    await response.prepare(request)
+    for _ in range(100):
+        await response.write(b"x")
+        await asyncio.sleep(0.1)
+    return response
+
+
+@pytest.fixture
+def site() -> SiteServer:
+    with SiteServer() as server:
+        server.routes = {
+            "/page": html_handler("<title>t</title>", headers={"X-Robots-Tag": "noindex"}),
+            "/r1": redirect("/r2"),
+            "/r2": redirect("/page", 302),
+            "/loop": redirect("/loop2"),
+            "/loop2": redirect("/loop"),
+            "/bad-location": redirect("mailto:x@y"),
+            "/gz": gzipped,
+            "/pdf": _typed(b"%PDF" + b"x" * 1000, "application/pdf"),
+            "/untyped": _typed(b"<!DOCTYPE html><title>u</title>", None),
+            "/drip": slow_drip,
+        }
+        yield server
+
+
+def _typed(body: bytes, content_type: str | None):  # type: ignore[no-untyped-def]
+    async def handle(request: web.Request) -> web.StreamResponse:
+        response = web.Response(body=body)
+        if content_type:
+            response.content_type = content_type
+        else:
+            response.headers["Content-Type"] = ""
+            del response.headers["Content-Type"]
+        return response
+
+    return handle
+
+
+def test_html_body_and_headers(site: SiteServer) -> None:
+    result = fetch(site.url + "/page")
+    assert (result.status, result.content_type, result.body) == (
+        200,
+        "text/html",
+        b"<title>t</title>",
+    )
+    assert result.x_robots_tag == "noindex" and result.is_html
+
+
+def test_redirects_are_followed_hop_by_hop(site: SiteServer) -> None:
+    seen: list[str] = []
+    result = fetch(site.url + "/r1", lambda target: seen.append(target))
+    assert seen == [site.url + "/r2", site.url + "/page"]
+    assert (result.url, result.final_url, result.status) == (
+        site.url + "/r1",
+        site.url + "/page",
+        200,
+    )
+    stopped = fetch(site.url + "/r1", lambda target: "scope")
+    assert (stopped.status, stopped.redirect_to, stopped.stopped, stopped.body) == (
+        301, site.url + "/r2", "scope", None)  # fmt: skip
+
+
+def test_redirect_errors(site: SiteServer) -> None:
+    with pytest.raises(BadResponse, match="redirect loop"):
+        fetch(site.url + "/loop")
+    with pytest.raises(BadResponse, match="more than 1 redirects"):
+        fetch(site.url + "/r1", max_redirects=1)
+    with pytest.raises(BadResponse, match="unusable redirect target"):
+        fetch(site.url + "/bad-location")
+
+
+def test_body_caps(site: SiteServer) -> None:
+    assert len(fetch(site.url + "/gz").body) == 100_016  # decompressed
+    with pytest.raises(TooLarge, match="decompressed"):
+        fetch(site.url + "/gz", max_body_bytes=50_000)
+    with pytest.raises(TooLarge, match="Content-Length"):
+        fetch(site.url + "/page", max_body_bytes=5)
+
+
+def test_types(site: SiteServer) -> None:
+    pdf = fetch(site.url + "/pdf")
+    assert (pdf.content_type, pdf.body, pdf.is_html) == ("application/pdf", None, False)
+    untyped = fetch(site.url + "/untyped")
+    assert untyped.content_type in ("", "application/octet-stream")
+    assert sniff_html(b"  <!doctype HTML><p>") and not sniff_html(b"%PDF-1.4")
+
+
+def test_deadline_beats_a_dripping_server(site: SiteServer) -> None:
+    with pytest.raises(FetchTimeout) as caught:
+        fetch(site.url + "/drip", timeout=1.0)
+    assert caught.value.reason == "timeout" and isinstance(caught.value, FetchError)
+
+
+def test_connection_refused() -> None:
+    with pytest.raises(ConnectFailed) as caught:
+        fetch("http://127.0.0.1:9/")
+    assert caught.value.reason == "connect" and caught.value.__cause__ is not None
