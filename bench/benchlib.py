@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import resource
+import shlex
 import shutil
 import socket
 import statistics
@@ -253,25 +254,36 @@ def local_version(package: str) -> str:
         return "-"
 
 
-def find_crawl_command(explicit: str | None = None) -> str | None:
-    """The `crawl` console script: explicit path, next to this python, or on PATH."""
+def find_crawl_command(explicit: str | None = None) -> list[str] | None:
+    """The `crawl` command: `explicit` (a command line, e.g. "python -m crawler"), else the
+    console script next to this python, in /work/venv, or on PATH."""
     if explicit:
-        return explicit
-    beside = Path(sys.executable).parent / "crawl"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("crawl")
+        return shlex.split(explicit)
+    for candidate in (Path(sys.executable).parent / "crawl", Path("/work/venv/bin/crawl")):
+        if candidate.exists():
+            return [str(candidate)]
+    found = shutil.which("crawl")
+    return [found] if found else None
 
 
-def crawl_help(crawl: str | None) -> str | None:
+def crawl_help(crawl: list[str] | None) -> str | None:
     """`crawl --help` output, or None when it fails (the crawler isn't usable yet)."""
     if not crawl:
         return None
     try:
-        proc = subprocess.run([crawl, "--help"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [*crawl, "--help"], capture_output=True, text=True, timeout=120, env=repo_env()
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
+
+
+def repo_env() -> dict[str, str]:
+    """The environment with the repository first on PYTHONPATH (for `python -m crawler`)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH")]))
+    return env
 
 
 def supported_flags(help_text: str, wanted: Iterable[str]) -> tuple[list[str], list[str]]:

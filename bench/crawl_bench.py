@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -57,6 +58,7 @@ class Peer:
     count: Callable[[Path], int]
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
 
 
 # ---------------------------------------------------------------- counting
@@ -99,30 +101,38 @@ def tool_python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def script_python(script: str) -> str:
-    """The interpreter named in a console script's shebang."""
-    first = Path(script).read_text(errors="replace").splitlines()[0]
+def command_python(cmd: list[str]) -> str:
+    """The interpreter behind a command: itself, or the one in a console script's shebang."""
+    if Path(cmd[0]).name.startswith("python"):
+        return cmd[0]
+    first = Path(cmd[0]).read_text(errors="replace").splitlines()[0]
     return first[2:].strip() if first.startswith("#!") else sys.executable
 
 
-def ours_peer(seed: str, crawl_path: str | None, values: dict[str, str | None]) -> Peer | None:
-    """Our `crawl` with the flags in `values` (None: a bare switch) that its --help mentions."""
-    crawl = benchlib.find_crawl_command(crawl_path)
+def ours_peer(seed: str, crawl_cmd: str | None, values: dict[str, str | None]) -> Peer | None:
+    """Our `crawl` with the flags in `values` (None: a bare switch) that its --help mentions.
+
+    `crawl` takes a SEEDS file (one URL a line), so each run writes one holding `seed`.
+    """
+    crawl = benchlib.find_crawl_command(crawl_cmd)
     help_text = benchlib.crawl_help(crawl)
     if crawl is None or help_text is None:
-        print(f"[ours] skipped: `{crawl or 'crawl'} --help` fails (is the project installed?)")
+        shown = " ".join(crawl) if crawl else "crawl"
+        print(f"[ours] skipped: `{shown} --help` fails (is the project installed?)")
         return None
     have, missing = benchlib.supported_flags(help_text, ["--db", *values])
 
     def command(run_dir: Path) -> list[str]:
-        cmd = [crawl, seed]
+        seeds = run_dir / "seeds.txt"
+        seeds.write_text(seed + "\n")
+        cmd = [*crawl, str(seeds)]
         for flag in have:
             value = str(run_dir / "crawl.db") if flag == "--db" else values[flag]
             cmd += [flag] if value is None else [flag, value]
         return cmd
 
-    peer = Peer("ours", command, lambda d: count_db_pages(d / "crawl.db"))
-    peer.versions = {"crawler": benchlib.venv_package_version(script_python(crawl), "crawler")}
+    peer = Peer("ours", command, lambda d: count_db_pages(d / "crawl.db"), env=benchlib.repo_env())
+    peer.versions = {"crawler": benchlib.venv_package_version(command_python(crawl), "crawler")}
     peer.notes = [f"`crawl --help` has no `{flag}`: dropped" for flag in missing]
     for note in peer.notes:
         print(f"[ours] {note}")
@@ -201,7 +211,12 @@ def run_peer(peer: Peer, rep: int, server: Nginx, expected: int, timeout_s: floa
     log = run_dir / "output.log"
     server_cpu0 = server.cpu_s()
     result = benchlib.run_measured(
-        peer.name, peer.command(run_dir), log_path=log, timeout_s=timeout_s, cwd=run_dir
+        peer.name,
+        peer.command(run_dir),
+        log_path=log,
+        timeout_s=timeout_s,
+        cwd=run_dir,
+        env=peer.env,
     )
     result.server_cpu_s = server.cpu_s() - server_cpu0
     try:
@@ -345,7 +360,9 @@ def markdown(
     parts = [
         "## Side-by-side crawl (synthetic static site, nginx on 127.0.0.1)",
         "",
-        f"Command: `python bench/crawl_bench.py --pages {args.pages} --repeat {args.repeat} --only {args.only}`",
+        f"Command: `python bench/crawl_bench.py --pages {args.pages} --repeat {args.repeat} --only {args.only}"
+        + (f" --crawl '{args.crawl}'" if args.crawl else "")
+        + "`",
         "",
         f"Site: {site['pages']} pages ({site['total_bytes'] / 2**20:.0f} MiB of HTML, seed {site['seed']}), "
         f"{site['expected_urls']} distinct in-scope URLs a full crawl must fetch "
@@ -379,7 +396,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="preferred nginx port")
     parser.add_argument("--query", default=DEFAULT_QUERY, help="ours: the --query words")
-    parser.add_argument("--crawl", help="path of the `crawl` console script")
+    parser.add_argument("--crawl", help='our crawler\'s command, e.g. "python -m crawler"')
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "CRAWL_RESULTS.draft.md")
     args = parser.parse_args(argv)
@@ -391,6 +408,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up servers on SIGTERM
     port = benchlib.free_port(args.port)
     base_url = f"http://127.0.0.1:{port}"
     site_dir = WORK_DIR / f"site-{args.pages}-s{args.seed}-p{port}"

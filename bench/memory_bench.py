@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,12 @@ def run_one(peer: Peer, server: subprocess.Popen[bytes], timeout_s: float) -> Ru
     log = run_dir / "output.log"
     cpu0 = benchlib.tree_cpu_s(server.pid)
     result = benchlib.run_measured(
-        peer.name, peer.command(run_dir), log_path=log, timeout_s=timeout_s, cwd=run_dir
+        peer.name,
+        peer.command(run_dir),
+        log_path=log,
+        timeout_s=timeout_s,
+        cwd=run_dir,
+        env=peer.env,
     )
     result.server_cpu_s = benchlib.tree_cpu_s(server.pid) - cpu0
     try:
@@ -118,7 +124,9 @@ def markdown(args: argparse.Namespace, results: list[RunResult], peers: list[Pee
         [
             "## Memory with a large frontier (dynamic aiohttp site, 127.0.0.1)",
             "",
-            f"Command: `python bench/memory_bench.py --pages {args.pages} --links {args.links} --only {args.only}`",
+            f"Command: `python bench/memory_bench.py --pages {args.pages} --links {args.links} --only {args.only}"
+            + (f" --crawl '{args.crawl}'" if args.crawl else "")
+            + "`",
             "",
             f"Every page links to {args.links} never-seen URLs; each crawler stops after {args.pages} pages, "
             f"so about {args.pages * args.links:,} URLs have been discovered. One run each "
@@ -139,7 +147,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--crawl", help="path of the `crawl` console script")
+    parser.add_argument("--crawl", help='our crawler\'s command, e.g. "python -m crawler"')
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "CRAWL_RESULTS.draft.md")
     args = parser.parse_args(argv)
@@ -151,6 +159,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up servers on SIGTERM
     port = benchlib.free_port(args.port)
     seed = f"http://127.0.0.1:{port}/index.html"
     names = [n for n in PEERS if n in args.only.split(",")]

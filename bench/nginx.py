@@ -8,7 +8,7 @@ own pid file, error log and temp paths under bench/work/nginx-PORT/, `access_log
     with Nginx(site_dir, port) as server:
         ...  # http://127.0.0.1:{port}/ serves site_dir
 
-Run alone (`python bench/nginx.py DIR [--port P]`) it serves DIR until Ctrl-C.
+Run alone (`python bench/nginx.py DIR [--port P]`) it serves DIR until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ def main() -> int:
     parser.add_argument("root", type=Path)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop nginx on SIGTERM too
     with Nginx(args.root, free_port(args.port)) as server:
         print(f"serving until Ctrl-C: {server.base_url}/")
         with contextlib.suppress(KeyboardInterrupt):

@@ -88,6 +88,7 @@ TOPICAL = [
 ]
 SYLLABLES = [c + v for c in "bcdfghklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ou", "ea")]
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
+GENERATOR_VERSION = 2  # bump when the output changes, so stale sites are regenerated
 
 
 @dataclass
@@ -160,7 +161,7 @@ def layout(rng: random.Random, n_pages: int, base_url: str) -> list[Page]:
         path = f"{directory}/p{i}.html" if directory else f"p{i}.html"
         page = Page(i, path, directory)
         if rng.random() < BASE_HREF_SHARE:
-            page.base_dir = rng.choice([d for d in set(DIRS) if d != directory])
+            page.base_dir = rng.choice([d for d in dict.fromkeys(DIRS) if d != directory])
             href_path = f"/{page.base_dir}/" if page.base_dir else "/"
             page.base_href = href_path if rng.random() < 0.5 else base_url + href_path
         pages.append(page)
@@ -295,6 +296,7 @@ def write_manifest(
     (out / "urls.txt").write_text("".join(f"{site.base_url}/{k}\n" for k in ranked))
     (out / "robots.txt").write_text(ROBOTS)
     summary: dict[str, object] = {
+        "generator": GENERATOR_VERSION,
         "pages": len(site.pages),
         "seed": seed,
         "base_url": site.base_url,
@@ -346,8 +348,8 @@ def ensure_site(out: Path, n_pages: int, base_url: str, seed: int = 1) -> dict[s
     stamp = out / "site.json"
     if stamp.exists():
         summary = json.loads(stamp.read_text())
-        same = (summary.get("pages"), summary.get("seed"), summary.get("base_url"))
-        if same == (n_pages, seed, base_url.rstrip("/")):
+        same = [summary.get(k) for k in ("generator", "pages", "seed", "base_url")]
+        if same == [GENERATOR_VERSION, n_pages, seed, base_url.rstrip("/")]:
             return summary
     print(f"[sitegen] generating {n_pages} pages for {base_url} into {out}", flush=True)
     start = time.perf_counter()
