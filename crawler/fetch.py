@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from crawler.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
 from crawler.errors import BadResponse, ConnectFailed, FetchError, FetchTimeout, TooLarge
 from crawler.settings import Settings
 from crawler.urls import resolve_url
@@ -76,9 +77,14 @@ def open_session(settings: Settings) -> aiohttp.ClientSession:
         timeout=aiohttp.ClientTimeout(
             total=settings.timeout, sock_connect=settings.connect_timeout
         ),
-        headers={"User-Agent": settings.user_agent, "Accept": _ACCEPT},
+        headers={
+            "User-Agent": settings.user_agent,
+            "Accept": _ACCEPT,
+            "Accept-Encoding": accept_encoding(),
+        },
         cookie_jar=aiohttp.DummyCookieJar(),
         raise_for_status=False,
+        auto_decompress=False,  # decoding.BodyDecoder does it, capped and stack-aware
     )
 
 
@@ -162,13 +168,19 @@ class Fetcher:
         length = resp.content_length
         if length is not None and length > cap:
             raise TooLarge(url, f"Content-Length {length} exceeds {cap} bytes")
-        if length is not None and "Content-Encoding" not in resp.headers:
+        encoding = resp.headers.get("Content-Encoding", "")
+        if length is not None and not codings(encoding):
             return await resp.read()  # fast path: the size is known and the body is not encoded
         body = bytearray()
-        while chunk := await resp.content.read(_CHUNK_BYTES):
-            body += chunk
-            if len(body) > cap:
-                raise TooLarge(url, f"body exceeds {cap} bytes (decompressed)")
+        try:
+            decoder = BodyDecoder(encoding, cap)
+            while chunk := await resp.content.read(_CHUNK_BYTES):
+                body += decoder.feed(chunk)
+            body += decoder.finish()
+        except BodyTooLarge as exc:
+            raise TooLarge(url, str(exc)) from exc
+        except BadEncoding as exc:
+            raise BadResponse(url, str(exc)) from exc
         return bytes(body)
 
 

@@ -1,0 +1,195 @@
+"""Content-Encoding decoding with a hard cap on the decompressed size. Pure: bytes in, bytes out.
+
+Owns: undoing ``Content-Encoding`` (gzip, x-gzip, deflate, br, zstd, stacked in any order,
+e.g. ``gzip, gzip``) while a body streams in. The fetcher disables aiohttp's own
+decompression and feeds raw chunks here.
+
+Invariants:
+- the decoded output never exceeds ``max_bytes``: ``BodyTooLarge`` is raised first, and
+  each decoder is driven with a bounded output size, so memory stays flat on a
+  decompression bomb (no step ever holds more than ``max_bytes`` + one bounded step);
+- a stream that ends before its compressed data does raises ``BadEncoding`` (a truncated
+  body is never returned as complete);
+- an encoding we cannot decode raises ``BadEncoding`` naming it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Protocol
+
+_STEP_BYTES = 64 * 1024  # most output one decoder step may produce
+_ZSTD_INPUT_STEP = 32  # zstd output per input byte is unbounded (RLE blocks of 128 KiB): feed slowly
+
+
+class BadEncoding(ValueError):
+    """The body cannot be decoded (unknown coding, corrupt or truncated stream)."""
+
+
+class BodyTooLarge(ValueError):
+    """The decoded body would exceed the cap."""
+
+
+def _check(out: bytearray, limit: int) -> None:
+    if len(out) > limit:
+        raise BodyTooLarge("body exceeds the size cap (decompressed)")
+
+
+class _Decoder(Protocol):
+    def feed(self, data: bytes, limit: int) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+
+class _Zlib:
+    """gzip (wbits 16+15, concatenated members too) or deflate (zlib-wrapped or raw)."""
+
+    def __init__(self, gzip: bool) -> None:
+        self._gzip = gzip
+        self._d = zlib.decompressobj(31 if gzip else 15)
+        self._started = False
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        if not self._started and data and not self._gzip and (data[0] & 0x0F) != 8:
+            self._d = zlib.decompressobj(-15)  # raw deflate, as some servers send
+        self._started = self._started or bool(data)
+        out = bytearray()
+        while data:
+            try:
+                out += self._d.decompress(data, min(_STEP_BYTES, limit + 1 - len(out)))
+            except zlib.error as exc:
+                kind = "gzip" if self._gzip else "deflate"
+                raise BadEncoding(f"corrupt {kind} data: {exc}") from exc
+            _check(out, limit)
+            data = self._d.unconsumed_tail
+            if self._d.eof and self._d.unused_data and self._gzip:
+                data = self._d.unused_data  # another gzip member follows
+                self._d = zlib.decompressobj(31)
+        return bytes(out)
+
+    def finish(self) -> bytes:
+        if self._started and not self._d.eof:
+            raise BadEncoding("compressed body ends before its end marker (truncated)")
+        return b""
+
+
+class _Brotli:
+    def __init__(self) -> None:
+        try:
+            import brotli
+        except ImportError as exc:  # pragma: no cover - brotli is a dependency
+            raise BadEncoding("br encoding: the brotli module is not installed") from exc
+        self._d = brotli.Decompressor()
+        self._error = brotli.error
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        out = bytearray()
+        try:
+            out += self._d.process(data, output_buffer_limit=min(_STEP_BYTES, limit + 1))
+            while (
+                len(out) <= limit
+                and not self._d.is_finished()
+                and not self._d.can_accept_more_data()
+            ):
+                out += self._d.process(
+                    b"", output_buffer_limit=min(_STEP_BYTES, limit + 1 - len(out))
+                )
+        except self._error as exc:
+            raise BadEncoding(f"corrupt br data: {exc}") from exc
+        _check(out, limit)
+        return bytes(out)
+
+    def finish(self) -> bytes:
+        if not self._d.is_finished():
+            raise BadEncoding("br body ends before its end marker (truncated)")
+        return b""
+
+
+class _Zstd:
+    def __init__(self) -> None:
+        try:
+            import zstandard
+        except ImportError as exc:  # pragma: no cover - zstandard is a dependency
+            raise BadEncoding("zstd encoding: the zstandard module is not installed") from exc
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+        self._error = zstandard.ZstdError
+        self._started = False
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        self._started = self._started or bool(data)
+        out = bytearray()
+        view = memoryview(data)
+        try:
+            for start in range(0, len(view), _ZSTD_INPUT_STEP):
+                out += self._d.decompress(view[start : start + _ZSTD_INPUT_STEP].tobytes())
+                _check(out, limit)
+        except self._error as exc:
+            raise BadEncoding(f"corrupt zstd data: {exc}") from exc
+        return bytes(out)
+
+    def finish(self) -> bytes:
+        if self._started and not self._d.eof:
+            raise BadEncoding("zstd body ends before its end marker (truncated)")
+        return b""
+
+
+def _decoder(coding: str) -> _Decoder:
+    if coding in ("gzip", "x-gzip"):
+        return _Zlib(gzip=True)
+    if coding == "deflate":
+        return _Zlib(gzip=False)
+    if coding == "br":
+        return _Brotli()
+    if coding == "zstd":
+        return _Zstd()
+    raise BadEncoding(f"unsupported Content-Encoding {coding!r}")
+
+
+def codings(header: str) -> list[str]:
+    """The codings of a ``Content-Encoding`` header in the order they were applied."""
+    return [
+        c.strip().lower()
+        for c in header.split(",")
+        if c.strip() and c.strip().lower() != "identity"
+    ]
+
+
+class BodyDecoder:
+    """Undo a ``Content-Encoding`` chain incrementally: ``feed(chunk)`` … ``finish()``."""
+
+    def __init__(self, content_encoding: str, max_bytes: int) -> None:
+        # Applied first is decoded last: "gzip, br" means br(gzip(body)).
+        self._chain = [_decoder(c) for c in reversed(codings(content_encoding))]
+        self._max_bytes = max_bytes
+        self.size = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        for decoder in self._chain:
+            chunk = decoder.feed(chunk, self._max_bytes - self.size)
+        return self._count(chunk)
+
+    def finish(self) -> bytes:
+        tail = b""
+        for decoder in self._chain:
+            if tail:
+                tail = decoder.feed(tail, self._max_bytes - self.size)
+            tail += decoder.finish()
+        return self._count(tail)
+
+    def _count(self, data: bytes) -> bytes:
+        self.size += len(data)
+        if self.size > self._max_bytes:
+            raise BodyTooLarge(f"body exceeds {self._max_bytes} bytes (decompressed)")
+        return data
+
+
+def accept_encoding() -> str:
+    """The ``Accept-Encoding`` value: the codings this module can decode here."""
+    offered = ["gzip", "deflate"]
+    for coding, module in (("br", "brotli"), ("zstd", "zstandard")):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        offered.append(coding)
+    return ", ".join(offered)

@@ -1,0 +1,91 @@
+"""crawler.decoding: Content-Encoding chains, caps on decoded size, truncation (pure)."""
+
+from __future__ import annotations
+
+import gzip
+import tracemalloc
+import zlib
+
+import brotli
+import pytest
+import zstandard
+
+from crawler.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
+
+BODY = b"<html><title>x</title>" + b"hello world " * 5000
+
+
+def decode(data: bytes, encoding: str, cap: int = 10**7, chunk: int = 1000) -> bytes:
+    decoder = BodyDecoder(encoding, cap)
+    out = b"".join(decoder.feed(data[i : i + chunk]) for i in range(0, len(data), chunk))
+    return out + decoder.finish()
+
+
+def raw_deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(wbits=-15)
+    return c.compress(data) + c.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("x-gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("deflate", raw_deflate),
+        ("br", brotli.compress),
+        ("zstd", zstandard.ZstdCompressor().compress),
+        ("gzip, gzip", lambda b: gzip.compress(gzip.compress(b))),
+        ("gzip, br", lambda b: brotli.compress(gzip.compress(b))),
+        ("identity", lambda b: b),
+        ("", lambda b: b),
+    ],
+)
+def test_round_trip(encoding: str, encode) -> None:  # type: ignore[no-untyped-def]
+    assert decode(encode(BODY), encoding) == BODY
+    assert decode(encode(BODY), encoding, chunk=7) == BODY
+
+
+def test_concatenated_gzip_members() -> None:
+    assert decode(gzip.compress(b"one ") + gzip.compress(b"two"), "gzip") == b"one two"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("br", brotli.compress),
+        ("zstd", zstandard.ZstdCompressor().compress),
+        ("gzip, gzip", lambda b: gzip.compress(gzip.compress(b))),
+    ],  # fmt: skip
+)
+def test_bomb_is_capped_with_flat_memory(encoding: str, encode) -> None:  # type: ignore[no-untyped-def]
+    bomb = encode(b"\0" * 200_000_000)  # 200 MB of zeros, a few hundred KB compressed
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyTooLarge):
+            decode(bomb, encoding, cap=1_000_000, chunk=65536)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8_000_000
+
+
+@pytest.mark.parametrize(
+    ("encoding", "data", "message"),
+    [
+        ("gzip", gzip.compress(BODY)[:-20], "truncated"),
+        ("br", brotli.compress(BODY)[:-5], "truncated"),
+        ("zstd", zstandard.ZstdCompressor().compress(BODY)[:-5], "truncated"),
+        ("gzip", b"not gzip at all", "corrupt gzip"),
+        ("compress", b"x", "unsupported Content-Encoding 'compress'"),
+    ],
+)
+def test_bad_streams(encoding: str, data: bytes, message: str) -> None:
+    with pytest.raises(BadEncoding, match=message):
+        decode(data, encoding)
+
+
+def test_header_helpers() -> None:
+    assert codings("gzip, Identity, BR") == ["gzip", "br"]
+    assert accept_encoding() == "gzip, deflate, br, zstd"
