@@ -1,0 +1,338 @@
+"""SSRF guard: the crawler never connects to private, loopback or cloud-metadata addresses.
+
+Owns: the decision "may the crawler open a TCP connection to this IP address?" and its two
+enforcement points.
+
+1. ``GuardedResolver``, an aiohttp resolver. Every host *name* aiohttp connects to goes
+   through it; it drops the addresses ``classify_address`` flags and raises ``BlockedAddress``
+   when none remain. aiohttp connects to exactly the addresses its resolver returned (and its
+   DNS cache holds only what the resolver returned), so the check and the connection use the
+   same answer: DNS rebinding between check and connect is impossible.
+2. ``check_url_host(url, allowed)``, for hosts that are IP literals. aiohttp 3.14's
+   ``TCPConnector._resolve_host`` skips the resolver when the host looks like an IP address
+   (``":" in host`` or all digits and dots), so ``http://127.0.0.1/`` and ``http://[::1]/``
+   never reach ``GuardedResolver``. The engine must call ``check_url_host`` before every
+   request *and every redirect hop*. (aiohttp rejects the legacy numeric IPv4 forms such as
+   ``2130706433`` itself, and forms like ``0x7f.1`` go through the resolver, where
+   ``getaddrinfo`` turns them into ``127.0.0.1``, which is then refused.)
+
+Invariants:
+- ``classify_address`` fails closed: anything that is not a public unicast address, including
+  strings that are not addresses at all, gets a reason word;
+- an IPv6 address that embeds an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
+  ``::a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``, Teredo ``2001::/32``) is refused
+  when the embedded IPv4 address would be;
+- hosts exempted by ``allowed`` (the seeds' hosts, or all with an "allow private" setting) are
+  compared in one canonical form (``canonical_host``) at both enforcement points.
+
+Not covered: connections through an HTTP proxy (the resolver then sees the proxy's name only);
+the crawl session does not use ``trust_env``, so no proxy is configured behind its back.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import socket
+from collections.abc import Callable, Iterable
+
+import ada_url
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+
+__all__ = [
+    "BlockedAddress",
+    "GuardedResolver",
+    "HostAllowed",
+    "allow_hosts",
+    "blocked_reason",
+    "canonical_host",
+    "check_url_host",
+    "classify_address",
+    "parse_host_as_ip",
+]
+
+log = logging.getLogger(__name__)
+
+HostAllowed = Callable[[str], bool]
+"""Given a canonical host (``canonical_host``), whether it is exempt from the guard."""
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, Oracle instance metadata
+        "169.254.170.2",  # AWS ECS task metadata
+        "169.254.169.253",  # AWS VPC DNS
+        "169.254.169.123",  # AWS time sync
+        "100.100.100.200",  # Alibaba Cloud metadata
+        "192.0.0.192",  # Oracle Cloud (classic) metadata
+        "fd00:ec2::254",  # AWS IMDS over IPv6
+        "fd00:ec2::23",  # AWS time sync over IPv6
+        "fd20:ce::254",  # GCP metadata over IPv6
+    )
+)
+
+_V4_THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")  # 0.x.y.z reaches this host on Linux
+_V4_PRIVATE = tuple(
+    ipaddress.IPv4Network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10")  # + CGNAT
+)
+_V6_PRIVATE = (ipaddress.IPv6Network("fc00::/7"), ipaddress.IPv6Network("fec0::/10"))
+_V6_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_V6_COMPAT = ipaddress.IPv6Network("::/96")
+
+
+def classify_address(ip: str) -> str | None:
+    """``None`` for a public unicast IP address, else why the crawler must not connect to it.
+
+    Reasons: ``metadata``, ``unspecified``, ``loopback``, ``link-local``, ``multicast``,
+    ``private``, ``reserved``, and ``invalid`` for a string that is not an IP address (fail
+    closed). Accepts IPv6 with brackets or a zone (``[fe80::1]``, ``fe80::1%eth0``).
+
+    >>> classify_address("8.8.8.8") is None, classify_address("::ffff:127.0.0.1")
+    (True, 'loopback')
+    """
+    text = ip.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    text = text.partition("%")[0]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return "invalid"
+    if isinstance(address, ipaddress.IPv4Address):
+        return _classify_v4(address)
+    return _classify_v6(address)
+
+
+def _classify_v4(address: ipaddress.IPv4Address) -> str | None:
+    if address in METADATA_ADDRESSES:
+        return "metadata"
+    if address in _V4_THIS_NETWORK:
+        return "unspecified"
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local"
+    if address.is_multicast:
+        return "multicast"
+    if any(address in network for network in _V4_PRIVATE):
+        return "private"
+    if address.is_reserved or not address.is_global:
+        return "reserved"  # documentation, benchmarking, 240/4, broadcast, IETF ranges
+    return None
+
+
+def _classify_v6(address: ipaddress.IPv6Address) -> str | None:
+    if address in METADATA_ADDRESSES:
+        return "metadata"
+    if address.is_unspecified:
+        return "unspecified"
+    if address.is_loopback:
+        return "loopback"
+    embedded = _embedded_v4(address)
+    if embedded is not None:
+        reason = _classify_v4(embedded)
+        if reason is not None:
+            return reason
+        if address in _V6_COMPAT:
+            return "reserved"  # IPv4-compatible addresses are not routed any more
+        if address.teredo is None:
+            return None  # a public IPv4 address, mapped, behind a 6to4 relay or NAT64
+    if address.is_link_local:
+        return "link-local"
+    if address.is_multicast:
+        return "multicast"
+    if any(address in network for network in _V6_PRIVATE):
+        return "private"
+    if address.is_reserved or not address.is_global:
+        return "reserved"
+    return None
+
+
+def _embedded_v4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address stands for, if it embeds one."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in _V6_COMPAT or address in _V6_NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]  # the client's address (Python undoes the obfuscation)
+    return None
+
+
+def parse_host_as_ip(host: str) -> str | None:
+    """The canonical IP address a host stands for if it is an IP literal, else ``None``.
+
+    Accepts every IPv4 form the WHATWG URL standard and ``inet_aton`` accept: dotted decimal,
+    one to four parts, each decimal, octal (leading ``0``) or hex (``0x``), the last part filling
+    the remaining bytes (``2130706433``, ``0177.0.0.1``, ``0x7f.1``, ``127.1``), with at most one
+    trailing dot; and IPv6, bracketed or not (the canonical form is compressed, unbracketed).
+
+    >>> parse_host_as_ip("0x7f.1"), parse_host_as_ip("[::FFFF:127.0.0.1]")
+    ('127.0.0.1', '::ffff:7f00:1')
+    >>> parse_host_as_ip("example.com") is None
+    True
+    """
+    if ":" in host:
+        text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        text, _, zone = text.partition("%")
+        try:
+            address = ipaddress.IPv6Address(text)
+        except ValueError:
+            return None
+        return f"{address}%{zone}" if zone else str(address)
+    return _parse_ipv4(host)
+
+
+def _parse_ipv4(host: str) -> str | None:
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()  # one trailing dot is allowed
+    if not 1 <= len(parts) <= 4:
+        return None
+    numbers = []
+    for part in parts:
+        number = _parse_ipv4_number(part)
+        if number is None:
+            return None
+        numbers.append(number)
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
+        return None
+    value = last
+    for index, number in enumerate(head):
+        value += number << (8 * (3 - index))
+    return str(ipaddress.IPv4Address(value))
+
+
+def _parse_ipv4_number(part: str) -> int | None:
+    """One part of an IPv4 literal (WHATWG "IPv4 number parser"); ``None`` if not a number."""
+    if not part or not part.isascii():
+        return None
+    base = 10
+    if part[:2] in ("0x", "0X"):
+        part, base = part[2:], 16
+        if not part:
+            return 0
+    elif len(part) > 1 and part[0] == "0":
+        part, base = part[1:], 8
+    try:
+        return int(part, base) if part.isalnum() else None
+    except ValueError:
+        return None
+
+
+def canonical_host(host: str) -> str:
+    """The form hosts are compared in: lower case, no IPv6 brackets, no trailing dot."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host[:-1] if host.endswith(".") and len(host) > 1 else host
+
+
+def allow_hosts(hosts: Iterable[str]) -> HostAllowed:
+    """A ``HostAllowed`` exempting exactly ``hosts`` (names or literals, any case or form).
+
+    Pass the seeds' host names to let a crawl of ``http://localhost:8080/`` work; pass
+    ``lambda host: True`` to turn the guard off.
+    """
+    return frozenset(canonical_host(host) for host in hosts).__contains__
+
+
+def check_url_host(url: str, allowed: HostAllowed) -> str | None:
+    """``None`` if a request to ``url`` may go ahead as far as IP literals go, else the reason.
+
+    Only hosts that are IP literals are judged here (host names are judged by
+    ``GuardedResolver`` at connection time). Returns ``"invalid"`` for a URL ada cannot parse.
+    Call it before every request and every redirect hop.
+
+    >>> check_url_host("http://[::ffff:7f00:1]/", lambda host: False)
+    'loopback'
+    """
+    try:
+        hostname = ada_url.URL(url).hostname
+    except ValueError:
+        return "invalid"
+    address = parse_host_as_ip(hostname)
+    if address is None or allowed(canonical_host(hostname)):
+        return None
+    return classify_address(address)
+
+
+class BlockedAddress(OSError):
+    """A host resolved only to addresses the crawler must not connect to.
+
+    aiohttp wraps it in ``ClientConnectorDNSError`` (``__cause__`` and ``os_error``);
+    ``blocked_reason`` finds it again.
+    """
+
+    def __init__(self, host: str, reason: str, address: str) -> None:
+        super().__init__(errno.EACCES, f"blocked {reason} address {address} for {host}")
+        self.host = host
+        self.reason = reason
+        self.address = address
+
+    def __reduce__(self) -> tuple[type[BlockedAddress], tuple[str, str, str]]:
+        return (BlockedAddress, (self.host, self.reason, self.address))
+
+
+def blocked_reason(exc: BaseException) -> str | None:
+    """The reason of a ``BlockedAddress`` in ``exc``'s cause/context chain, else ``None``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BlockedAddress):
+            return current.reason
+        seen.add(id(current))
+        os_error = getattr(current, "os_error", None)  # aiohttp.ClientConnectorError
+        if isinstance(os_error, BlockedAddress):
+            return os_error.reason
+        current = current.__cause__ or current.__context__
+    return None
+
+
+class GuardedResolver(AbstractResolver):
+    """An aiohttp resolver that never returns an address ``classify_address`` flags.
+
+    Wraps ``inner`` (aiohttp's ``DefaultResolver``, created lazily on the running loop, when
+    not given). Hosts for which ``allowed(canonical_host(host))`` is true are resolved
+    unfiltered. Mixed answers keep only their public addresses; an answer with none left raises
+    ``BlockedAddress``. Use: ``aiohttp.TCPConnector(resolver=GuardedResolver(allowed))``.
+    """
+
+    def __init__(self, allowed: HostAllowed, inner: AbstractResolver | None = None) -> None:
+        self._allowed = allowed
+        self._inner = inner
+        self._owns_inner = inner is None
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        if self._inner is None:
+            self._inner = DefaultResolver()
+        results = await self._inner.resolve(host, port, family)
+        if not results or self._allowed(canonical_host(host)):
+            return results
+        kept: list[ResolveResult] = []
+        refused: tuple[str, str] | None = None
+        for result in results:
+            reason = classify_address(result["host"])
+            if reason is None:
+                kept.append(result)
+            else:
+                refused = refused or (reason, result["host"])
+                log.debug("%s: dropped %s address %s", host, reason, result["host"])
+        if not kept:
+            reason, address = refused or ("invalid", "none")
+            raise BlockedAddress(host, reason, address)
+        return kept
+
+    async def close(self) -> None:
+        if self._owns_inner and self._inner is not None:
+            await self._inner.close()
