@@ -24,6 +24,7 @@ import itertools
 import json
 import posixpath
 import random
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -352,6 +353,8 @@ def ensure_site(out: Path, n_pages: int, base_url: str, seed: int = 1) -> dict[s
         if same == [GENERATOR_VERSION, n_pages, seed, base_url.rstrip("/")]:
             return summary
     print(f"[sitegen] generating {n_pages} pages for {base_url} into {out}", flush=True)
+    if stamp.exists():  # a stale site: start from an empty directory
+        shutil.rmtree(out)
     start = time.perf_counter()
     summary = generate(out, n_pages, base_url, seed)
     print(f"[sitegen] done in {time.perf_counter() - start:.1f} s: {summary}", flush=True)

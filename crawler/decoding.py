@@ -19,7 +19,9 @@ import zlib
 from typing import Protocol
 
 _STEP_BYTES = 64 * 1024  # most output one decoder step may produce
-_ZSTD_INPUT_STEP = 32  # zstd output per input byte is unbounded (RLE blocks of 128 KiB): feed slowly
+_ZSTD_INPUT_STEP = (
+    32  # zstd output per input byte is unbounded (RLE blocks of 128 KiB): feed slowly
+)
 
 
 class BadEncoding(ValueError):

@@ -44,9 +44,16 @@ _WRITE_BATCH = 256
 _WRITE_IDLE_S = 0.25
 
 
+_clock_cache: list[object] = [0, ""]
+
+
 def utc_now() -> str:
-    """Wall-clock time for storage and reports: ISO-8601, UTC, seconds."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """Wall-clock time for storage and reports: ISO-8601, UTC, seconds (cached per second)."""
+    second = int(time.time())
+    if _clock_cache[0] != second:
+        stamp = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")
+        _clock_cache[0], _clock_cache[1] = second, stamp
+    return _clock_cache[1]  # type: ignore[return-value]
 
 
 class Engine:
@@ -250,9 +257,7 @@ class Engine:
             return
         frontier, scope, now = self._frontier, self._scope, time.monotonic()
         added = False
-        for url in links:
-            if frontier.seen(url):
-                continue
+        for url in frontier.unseen(links):
             if scope.check(url) is None:
                 added |= frontier.add(url, depth, now)
             else:
@@ -416,5 +421,5 @@ def _page_record(job: FetchJob, page: Page, fetched_at: str) -> PageRecord:
         body_bytes=page.body_bytes,
         content_hash=page.content_hash,
         fetched_at=fetched_at,
-        links=page.links,
+        links_json=page.links_json,
     )

@@ -13,7 +13,6 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,8 +105,8 @@ class Fetcher:
         Raises a ``FetchError`` for transport failures, timeouts and oversize bodies.
         """
         try:
-            async with asyncio.timeout(self._timeout_s):
-                return await self._follow(url, check_redirect, any_type)
+            # aiohttp's ClientTimeout(total=...) is the deadline: it covers the body too.
+            return await self._follow(url, check_redirect, any_type)
         except FetchError:
             raise
         except TimeoutError as exc:

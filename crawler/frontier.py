@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -86,6 +87,11 @@ class Frontier:
     # -- adding -----------------------------------------------------------------------------
     def seen(self, url: str) -> bool:
         return url in self._seen
+
+    def unseen(self, urls: Iterable[str]) -> list[str]:
+        """The URLs not seen before, in order (a fast pre-filter before scope checks)."""
+        seen = self._seen
+        return [url for url in urls if url not in seen]
 
     def mark_seen(self, url: str) -> bool:
         """Record ``url`` as known without queueing it; ``False`` if it already was."""

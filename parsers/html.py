@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import json
 import re
 
 from selectolax.lexbor import LexborHTMLParser
@@ -125,6 +126,7 @@ def parse_page(job: ParseJob) -> Page:
         body_bytes=len(job.body),
         noindex=noindex,
         nofollow=nofollow,
+        links_json=json.dumps(links, ensure_ascii=False),
     )
 
 

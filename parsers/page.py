@@ -44,6 +44,8 @@ class Page:
     body_bytes: int
     noindex: bool = False
     nofollow: bool = False
+    links_json: str = "[]"
+    """``links`` as a JSON array, serialised in the worker (it is what the store writes)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,8 @@ class PageRecord:
     body_bytes: int | None
     content_hash: str | None
     fetched_at: str
-    links: tuple[str, ...] = ()
+    links_json: str = "[]"
+    """Every outlink, as a JSON array of normalised URLs."""
 
 
 @dataclass(frozen=True, slots=True)

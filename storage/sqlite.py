@@ -20,15 +20,15 @@ from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_stat
 
 _UPSERT_PAGE = """
 INSERT INTO pages (url, final_url, status, error, content_type, title, text, lang, canonical,
-                   meta_robots, depth, body_bytes, content_hash, fetched_at, run_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   meta_robots, depth, body_bytes, content_hash, fetched_at, run_id, outlinks)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (url) DO UPDATE SET
     final_url = excluded.final_url, status = excluded.status, error = excluded.error,
     content_type = excluded.content_type, title = excluded.title, text = excluded.text,
     lang = excluded.lang, canonical = excluded.canonical, meta_robots = excluded.meta_robots,
     depth = MIN(pages.depth, excluded.depth), body_bytes = excluded.body_bytes,
     content_hash = excluded.content_hash, fetched_at = excluded.fetched_at,
-    run_id = excluded.run_id
+    run_id = excluded.run_id, outlinks = excluded.outlinks
 """
 
 
@@ -37,6 +37,7 @@ def _page_row(record: PageRecord, run_id: int) -> tuple[object, ...]:
         record.url, record.final_url, record.status, record.error, record.content_type,
         record.title, record.text, record.lang, record.canonical, record.meta_robots,
         record.depth, record.body_bytes, record.content_hash, record.fetched_at, run_id,
+        record.links_json,
     )  # fmt: skip
 
 
@@ -131,13 +132,6 @@ class SQLiteStore:
             await db.execute("BEGIN")
             try:
                 await db.executemany(_UPSERT_PAGE, [_page_row(r, run_id) for r in records])
-                await db.executemany(
-                    "DELETE FROM links WHERE src_url = ?", [(r.url,) for r in records]
-                )
-                await db.executemany(
-                    "INSERT OR IGNORE INTO links (src_url, dst_url) VALUES (?, ?)",
-                    [(r.url, dst) for r in records for dst in r.links],
-                )
             except BaseException:
                 await db.execute("ROLLBACK")
                 raise
