@@ -45,6 +45,7 @@ class RunResult:
     max_procs: int
     pages: int = 0
     server_cpu_s: float = 0.0
+    discovered: int | None = None
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -15,6 +15,7 @@ without `--max-pages`) is skipped with a note.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import signal
 import subprocess
@@ -64,6 +65,21 @@ def build_peers(names: list[str], seed: str, args: argparse.Namespace) -> list[P
     return [p for p in peers if p is not None]
 
 
+DISCOVERED_PATTERNS = {  # how each crawler's log says how many URLs it had found
+    "scrapy": r"'scheduler/enqueued': (\d+)",
+    "single": r'"seen": (\d+)',
+    "ours": r"left in the queue: (\d+)",  # plus the pages fetched
+}
+
+
+def discovered(result: RunResult, log: Path) -> int | None:
+    """URLs the crawler discovered, read from its log; None when the log doesn't say."""
+    match = re.search(DISCOVERED_PATTERNS.get(result.name, "$^"), benchlib.tail(log, 200))
+    if not match:
+        return None
+    return int(match.group(1)) + (result.pages if result.name == "ours" else 0)
+
+
 def run_one(peer: Peer, server: subprocess.Popen[bytes], timeout_s: float) -> RunResult:
     run_dir = WORK_DIR / "memruns" / peer.name
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -83,6 +99,7 @@ def run_one(peer: Peer, server: subprocess.Popen[bytes], timeout_s: float) -> Ru
         result.pages = peer.count(run_dir)
     except Exception as exc:  # report it, do not abort the other peers
         result.notes.append(f"could not count pages: {exc}")
+    result.discovered = discovered(result, log)
     if result.returncode != 0:
         result.notes.append(f"exit status {result.returncode}; log tail:\n{benchlib.tail(log)}")
     print(
@@ -99,7 +116,7 @@ def markdown(args: argparse.Namespace, results: list[RunResult], peers: list[Pee
     header = (
         "crawler",
         "pages",
-        "URLs discovered (≈)",
+        "URLs discovered",
         "wall s",
         "CPU s",
         "peak RSS MB (main)",
@@ -109,7 +126,7 @@ def markdown(args: argparse.Namespace, results: list[RunResult], peers: list[Pee
         (
             LABELS[r.name],
             r.pages,
-            f"{r.pages * args.links:,}",
+            f"{r.discovered:,}" if r.discovered else f"≈{r.pages * args.links:,}",
             f"{r.wall_s:.1f}",
             f"{r.cpu_s:.1f}",
             f"{r.rss_main_mb:.0f}",
