@@ -82,6 +82,20 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--workers", type=int, help="Parse processes [default: number of CPUs].")
 @click.option("--ignore-robots", is_flag=True, default=None, help="Do not obey robots.txt "
               "(only for sites you own).")  # fmt: skip
+@click.option("--no-sitemaps", is_flag=True, default=None, help="Do not read sitemaps "
+              "(robots.txt Sitemap: lines, else /sitemap.xml).")  # fmt: skip
+@click.option(
+    "--max-crawl-delay", type=float, help=_help("Cap on robots.txt Crawl-delay (s).", 30.0)
+)
+@click.option("--max-delay", type=float, help=_help("Most seconds between request starts to a "
+              "slow or failing host.", 60.0))  # fmt: skip
+@click.option("--retries", type=int, help=_help("Retries after a timeout, connection error or "
+              "408/429/500/502/503/504.", 2))  # fmt: skip
+@click.option("--allow-private", is_flag=True, default=None, help="Allow private, loopback and "
+              "link-local addresses beyond the seeds' hosts (SSRF guard off).")  # fmt: skip
+@click.option("--max-pages-per-host", type=int, help="Fetch at most this many pages per host.")
+@click.option("--max-outlinks", type=int, help=_help("Outlinks kept per page.", 10_000))
+@click.option("--max-url-length", type=int, help=_help("Longer URLs are skipped as traps.", 2048))
 @click.option("--timeout", type=float, help=_help("Seconds a whole request may take.", 60.0))
 @click.option("--max-body-bytes", type=int, help=_help("Largest (decompressed) body read.",
               _DEFAULTS.max_body_bytes))  # fmt: skip
@@ -108,8 +122,9 @@ def _settings(config_file: Path | None, flags: dict[str, Any]) -> Settings:
     if config_file is not None:
         values.update(_settings_fields(Settings.from_toml(config_file)))
     given = {k: v for k, v in flags.items() if v is not None and v != ()}
-    if given.pop("no_progress", None):
-        given["progress"] = False
+    for negative in ("no_progress", "no_sitemaps"):
+        if given.pop(negative, None):
+            given[negative[3:]] = False
     values.update(given)
     return Settings.from_mapping(values, source="flags")
 

@@ -21,20 +21,24 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from functools import partial
 
+from crawler.discovery import Discovery
 from crawler.errors import FetchError, ParseError, StorageError
-from crawler.fetch import Fetcher, FetchResult, open_session
-from crawler.frontier import FetchJob, Frontier
+from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
 from crawler.pool import ParsePool
+from crawler.records import failure_record, page_record, plain_record
 from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
-from crawler.robots import MAX_ROBOTS_BYTES, RobotsRules
+from crawler.retry import RetryPolicy, classify, parse_retry_after
 from crawler.settings import Settings
-from crawler.urls import Scope
-from parsers.html import content_hash
+from crawler.ssrf import HostAllowed, allow_hosts, check_url_host
+from crawler.traps import TrapLimits, strip_session_ids, trap_reason
+from crawler.urls import Scope, normalize_url, url_hostname
 from parsers.page import Page, ParseJob
-from storage.base import PageRecord, RunSummary, Store, StoreError
+from storage.base import PageRecord, RunSummary, SkipRecord, Store, StoreError
 from storage.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
@@ -79,9 +83,22 @@ class Engine:
         self._frontier = Frontier(
             per_host=settings.per_host,
             delay_s=settings.delay,
+            max_delay_s=settings.max_delay,
             user_agent=settings.user_agent,
             check_robots=not settings.ignore_robots,
+            max_crawl_delay_s=settings.max_crawl_delay,
+            max_pages_per_host=settings.max_pages_per_host,
         )
+        self._retry_policy = RetryPolicy(max_retries=settings.retries)
+        self._trap_limits = TrapLimits(max_url_chars=settings.max_url_length)
+        self._host_allowed: HostAllowed = (
+            _allow_everything
+            if settings.allow_private
+            else allow_hosts(url_hostname(seed) for seed in self.seeds)
+        )
+        self._discovery = Discovery(self)
+        self._hashes: dict[str, str] = {}
+        self._skips: list[SkipRecord] = []
         self._counters = RunCounters()
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._pipeline = asyncio.Semaphore(settings.concurrency * 4)
@@ -142,7 +159,7 @@ class Engine:
         for seed in self.seeds:
             self._frontier.add(seed, 0, now)
         async with (
-            open_session(self.settings) as session,
+            open_session(self.settings, self._host_allowed) as session,
             ParsePool(self.settings.parse_workers) as pool,
         ):
             self._fetcher = Fetcher(session, self.settings)
@@ -185,7 +202,7 @@ class Engine:
                 item = self._frontier.next(time.monotonic())
                 self._count_skipped()
                 if isinstance(item, FetchJob):
-                    if not item.robots:
+                    if item.kind == PAGE and item.attempt == 0:
                         self._issued += 1
                     return item
                 wait_until = item
@@ -201,15 +218,17 @@ class Engine:
 
     def _count_skipped(self) -> None:
         if self._frontier.skipped:
-            for url, _depth, reason in self._frontier.drain_skipped():
-                self._counters.skipped[reason] += 1
-                log.debug("skipped %s (%s)", url, reason)
+            for url, depth, reason in self._frontier.drain_skipped():
+                self.skip(url, depth, reason)
 
     # -- one job -----------------------------------------------------------------------------
     async def _run_job(self, job: FetchJob) -> None:
         try:
-            if job.robots:
-                await self._fetch_robots(job)
+            if job.kind == ROBOTS:
+                await self._discovery.fetch(job)
+                return
+            if job.kind == SITEMAP:
+                await self._discovery.fetch_sitemap(job)
                 return
             record = await self._fetch_page(job)
             if record is not None:
@@ -219,74 +238,185 @@ class Engine:
             self._unfinished -= 1
             self._wake.set()
 
-    def _fetch_done(self, job: FetchJob) -> None:
-        self._slots.release()
-        self._frontier.release(job, time.monotonic())
+    # -- used by Discovery ------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def frontier(self) -> Frontier:
+        return self._frontier
+
+    @property
+    def pool(self) -> ParsePool:
+        assert self._pool is not None
+        return self._pool
+
+    @property
+    def host_allowed(self) -> HostAllowed:
+        return self._host_allowed
+
+    def wake(self) -> None:
         self._wake.set()
 
+    def now_utc(self) -> str:
+        return utc_now()
+
+    def release_unfetched(self, job: FetchJob) -> None:
+        """Give back the slots of a job that needed no request (a cached robots.txt)."""
+        self._frontier.release(job, time.monotonic())
+        self._slots.release()
+        self._wake.set()
+
+    def follow_urls(self, urls: Iterable[str], depth: int) -> None:
+        """Queue absolute URLs from elsewhere than a page (a sitemap), normalised first."""
+        normalized = []
+        for url in urls:
+            try:
+                normalized.append(normalize_url(url))
+            except ValueError:
+                continue
+        self._follow(tuple(normalized), depth)
+
+    async def fetch(
+        self,
+        job: FetchJob,
+        *,
+        any_type: bool = False,
+        check_redirect: RedirectCheck | None = None,
+    ) -> Fetched:
+        """Make the request for ``job`` and free its slots; classify the outcome.
+
+        Every request of the crawl goes through here: the SSRF check of IP literals, the
+        per-host pacing from the response, and the retry decision.
+        """
+        assert self._fetcher is not None
+        start = time.monotonic()
+        result: FetchResult | None = None
+        error: str | None = check_url_host(job.url, self._host_allowed)
+        if error is None:
+            try:
+                check = check_redirect or partial(self._check_redirect, depth=job.depth)
+                result = await self._fetcher.fetch(job.url, check, any_type=any_type)
+            except FetchError as exc:
+                error = exc.reason
+                log.info("failed %s: %s", job.url, exc.message)
+        now = time.monotonic()
+        status = result.status if result is not None else None
+        retry_after_s = _retry_after_s(result)
+        paused = now + retry_after_s if retry_after_s is not None and status in (429, 503) else None
+        self._frontier.release(job, now, latency_s=now - start, status=status, paused_until=paused)
+        self._slots.release()
+        self._wake.set()
+        outcome = classify(status, error, job.attempt, self._retry_policy,
+                           retry_after_s=retry_after_s)  # fmt: skip
+        if outcome.kind == "retry" and self._stop_reason is None:
+            if job.kind == ROBOTS:
+                self._frontier.robots_retry(job, now + outcome.delay_s, now)
+            else:
+                self._frontier.retry(job, now + outcome.delay_s, now)
+            self._counters.retries += 1
+            return Fetched(None, None, retried=True)
+        return Fetched(result, error)
+
     async def _fetch_page(self, job: FetchJob) -> PageRecord | None:
-        assert self._fetcher is not None and self._pool is not None
+        assert self._pool is not None
         fetched_at = utc_now()
-        try:
-            result = await self._fetcher.fetch(job.url, self._check_redirect)
-        except FetchError as exc:
-            log.info("failed %s: %s", job.url, exc.message)
-            return _failure(job, exc.reason, fetched_at)
-        finally:
-            self._fetch_done(job)
+        fetched = await self.fetch(job)
+        result = fetched.result
+        if fetched.retried:
+            return None
+        if result is None:
+            assert fetched.error is not None
+            return failure_record(job, fetched.error, fetched_at)
         if self.settings.verbose:
             log.info("%d %s", result.status, job.url)
-        if not (result.is_html and 200 <= result.status < 300):
-            return _plain_record(job, result, fetched_at)
-        assert result.body is not None
+        if not 200 <= result.status < 300 or result.body is None:
+            return plain_record(job, result, fetched_at)
+        if not result.is_html:
+            return plain_record(job, result, fetched_at)
         try:
             page = await self._pool.parse(
                 ParseJob(job.url, result.final_url, result.status, result.content_type,
-                         result.charset, result.body, result.x_robots_tag)
+                         result.charset, result.body, result.x_robots_tag,
+                         self.settings.max_outlinks)
             )  # fmt: skip
         except ParseError as exc:
             log.warning("cannot parse %s: %s", job.url, exc.message)
-            return _failure(job, "parse", fetched_at, result)
-        if not page.nofollow:
-            self._follow(page.links, job.depth + 1)
-        return _page_record(job, page, fetched_at)
+            return failure_record(job, "parse", fetched_at, result)
+        duplicate_of = self._duplicate_of(job, page)
+        if not page.nofollow and duplicate_of is None:
+            self._follow(page.links, job.depth + 1, page.nofollow_links)
+        return page_record(job, page, fetched_at, duplicate_of)
 
-    def _follow(self, links: tuple[str, ...], depth: int) -> None:
+    def _duplicate_of(self, job: FetchJob, page: Page) -> str | None:
+        """The URL this page duplicates: same content stored before, or a canonical known."""
+        first = self._hashes.setdefault(page.content_hash, job.url)
+        if first != job.url:
+            return first
+        canonical = page.canonical
+        if (
+            canonical
+            and canonical not in (job.url, page.final_url)
+            and self._scope.check(canonical) is None
+            and not self._frontier.mark_seen(canonical)
+        ):
+            return canonical  # the canonical URL is stored or queued already
+        return None
+
+    def _follow(self, links: tuple[str, ...], depth: int, nofollow: tuple[str, ...] = ()) -> None:
         max_depth = self.settings.max_depth
         if max_depth is not None and depth > max_depth:
             return
-        frontier, scope, now = self._frontier, self._scope, time.monotonic()
+        frontier, now = self._frontier, time.monotonic()
+        refused = frozenset(nofollow)
         added = False
         for url in frontier.unseen(links):
-            if scope.check(url) is None:
+            if url in refused:
+                continue
+            if "?" in url or ";" in url:
+                url = strip_session_ids(url)
+                if frontier.seen(url):
+                    continue
+            reason = self.admit(url)
+            if reason is None:
                 added |= frontier.add(url, depth, now)
             else:
-                frontier.mark_seen(url)  # out of scope now means out of scope for this run
+                frontier.mark_seen(url)  # refused now means refused for this run
+                self.skip(url, depth, reason)
         if added:
             self._wake.set()
 
-    def _check_redirect(self, target: str) -> str | None:
-        if self._scope.check(target) is not None:
-            return "scope"
-        if not self._frontier.mark_seen(target):
-            return "seen"
-        return None
+    def admit(self, url: str) -> str | None:
+        """``None`` if a newly found URL may be queued, else why not (scope, trap ...)."""
+        reason = self._scope.check(url)
+        if reason is not None:
+            return reason
+        return trap_reason(url, self._trap_limits)
 
-    async def _fetch_robots(self, job: FetchJob) -> None:
-        assert self._fetcher is not None
-        rules: RobotsRules | None
-        try:
-            result = await self._fetcher.fetch(job.url, any_type=True)
-        except FetchError as exc:
-            log.warning("robots.txt of %s unreachable (%s): not crawling it", job.origin, exc)
-            rules = RobotsRules.disallow_all()
-        else:
-            rules = _robots_rules(result)
-        finally:
-            self._slots.release()
-        delay = rules.crawl_delay(self.settings.user_agent) if rules is not None else None
-        self._frontier.robots_done(job, rules, delay, time.monotonic())
-        self._wake.set()
+    def skip(self, url: str, depth: int | None, reason: str) -> None:
+        """Record a URL the crawl decided not to fetch (``skipped`` table, summary)."""
+        self._counters.skipped[reason] += 1
+        self._skips.append(SkipRecord(url, reason, depth, utc_now()))
+
+    def _check_redirect(self, target: str, depth: int) -> str | None:
+        """Vet one redirect hop: scope, traps, SSRF, robots, and seen-before."""
+        frontier = self._frontier
+        robots = frontier.allowed_by_robots(target)
+        reason = self.admit(target) or check_url_host(target, self._host_allowed)
+        if reason is None and robots is False:
+            reason = "robots"
+        if reason is not None:
+            if frontier.mark_seen(target):
+                self.skip(target, depth, reason)
+            return reason
+        if robots is None:
+            # another origin whose robots.txt is not known yet: queue the target there
+            if frontier.add(target, depth, time.monotonic()):
+                self._wake.set()
+                return "queued"
+            return "seen"
+        return None if frontier.mark_seen(target) else "seen"
 
     # -- writing and reporting ---------------------------------------------------------------
     async def _write(self, run_id: int) -> None:
@@ -308,8 +438,9 @@ class Engine:
                 await self._save(batch, run_id)
 
     async def _save(self, batch: list[PageRecord], run_id: int) -> None:
-        if batch:
-            await self._store.save_pages(batch[:], run_id)
+        skips, self._skips = self._skips, []
+        if batch or skips:
+            await self._store.save(batch[:], skips, run_id)
             batch.clear()
 
     async def _tick(self) -> None:
@@ -350,76 +481,24 @@ class Engine:
             await self._store.close()
 
 
-def _robots_rules(result: FetchResult) -> RobotsRules | None:
-    """RFC 9309: 2xx → the rules; 4xx → allow all (``None``); 5xx and others → disallow all."""
-    if 200 <= result.status < 300 and result.body is not None:
-        return RobotsRules.parse(result.body[:MAX_ROBOTS_BYTES])
-    if 400 <= result.status < 500:
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What ``Engine.fetch`` got: a result, or an error reason, or a retry was scheduled."""
+
+    result: FetchResult | None
+    error: str | None
+    retried: bool = False
+
+
+def _retry_after_s(result: FetchResult | None) -> float | None:
+    if result is None or not result.retry_after:
         return None
-    return RobotsRules.disallow_all()
+    return parse_retry_after(result.retry_after, time.time())
+
+
+def _allow_everything(host: str) -> bool:
+    return True
 
 
 def _settings_json(settings: Settings) -> dict[str, object]:
     return {k: v for k, v in asdict(settings).items() if not k.startswith("_")}
-
-
-def _failure(
-    job: FetchJob, reason: str, fetched_at: str, result: FetchResult | None = None
-) -> PageRecord:
-    return PageRecord(
-        url=job.url,
-        final_url=result.final_url if result else job.url,
-        status=result.status if result else None,
-        error=reason,
-        content_type=result.content_type if result else None,
-        title=None,
-        text=None,
-        lang=None,
-        canonical=None,
-        meta_robots=None,
-        depth=job.depth,
-        body_bytes=len(result.body) if result and result.body is not None else None,
-        content_hash=None,
-        fetched_at=fetched_at,
-    )
-
-
-def _plain_record(job: FetchJob, result: FetchResult, fetched_at: str) -> PageRecord:
-    """A response that is not parsed: non-HTML, an HTTP error, a redirect not followed."""
-    body = result.body
-    return PageRecord(
-        url=job.url,
-        final_url=result.redirect_to or result.final_url,
-        status=result.status,
-        error=None,
-        content_type=result.content_type or None,
-        title=None,
-        text=None,
-        lang=None,
-        canonical=None,
-        meta_robots=None,
-        depth=job.depth,
-        body_bytes=len(body) if body is not None else None,
-        content_hash=content_hash(body) if body is not None else None,
-        fetched_at=fetched_at,
-    )
-
-
-def _page_record(job: FetchJob, page: Page, fetched_at: str) -> PageRecord:
-    return PageRecord(
-        url=job.url,
-        final_url=page.final_url,
-        status=page.status,
-        error=None,
-        content_type=page.content_type,
-        title=page.title,
-        text=None if page.noindex else page.text,
-        lang=page.lang,
-        canonical=page.canonical,
-        meta_robots=page.meta_robots or None,
-        depth=job.depth,
-        body_bytes=page.body_bytes,
-        content_hash=page.content_hash,
-        fetched_at=fetched_at,
-        links_json=page.links_json,
-    )

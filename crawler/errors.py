@@ -7,6 +7,8 @@ CrawlerError
 │   ├── FetchTimeout
 │   ├── ConnectFailed
 │   ├── TooLarge
+│   ├── Blocked        the SSRF guard refused the address
+│   ├── DNSFailed
 │   └── BadResponse    truncated body, broken encoding, too many redirects ...
 ├── ParseError         a worker could not parse a page (crosses the process pool)
 └── StorageError       the database failed                           → CLI exit 1
@@ -46,6 +48,16 @@ class ConnectFailed(FetchError):
 
 class TooLarge(FetchError):
     reason = "too-large"
+
+
+class Blocked(FetchError):
+    """The host resolved only to addresses the SSRF guard refuses."""
+
+    reason = "ssrf"
+
+
+class DNSFailed(FetchError):
+    reason = "dns"
 
 
 class BadResponse(FetchError):

@@ -20,14 +20,25 @@ from dataclasses import dataclass
 import aiohttp
 
 from crawler.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
-from crawler.errors import BadResponse, ConnectFailed, FetchError, FetchTimeout, TooLarge
+from crawler.errors import (
+    BadResponse,
+    Blocked,
+    ConnectFailed,
+    DNSFailed,
+    FetchError,
+    FetchTimeout,
+    TooLarge,
+)
 from crawler.settings import Settings
+from crawler.ssrf import GuardedResolver, HostAllowed, blocked_reason
 from crawler.urls import resolve_url
 
 log = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+SNIFFED_TYPES = frozenset({"", "text/plain", "application/octet-stream", "unknown/unknown"})
+"""Types servers send for HTML by mistake: the body is downloaded and sniffed."""
 _CHUNK_BYTES = 1 << 16
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 
@@ -49,27 +60,43 @@ class FetchResult:
     redirect_to: str | None = None
     stopped: str | None = None
     """Why a redirect was not followed (its target was out of scope, seen before ...)."""
+    retry_after: str | None = None
+    """The ``Retry-After`` header, if any."""
 
     @property
     def is_html(self) -> bool:
-        return self.body is not None and (
-            self.content_type in HTML_TYPES or (not self.content_type and sniff_html(self.body))
-        )
+        """HTML to parse: declared and not binary, or undeclared/generic and sniffed as HTML."""
+        body = self.body
+        if body is None:
+            return False
+        if self.content_type in HTML_TYPES:
+            return not looks_binary(body)
+        return self.content_type in SNIFFED_TYPES and sniff_html(body)
 
 
 def sniff_html(body: bytes) -> bool:
-    """True if a body with no declared type looks like HTML (WHATWG-style sniffing, simplified)."""
-    head = body[:512].lstrip().lower()
-    return head.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<p"))
+    """True if a body looks like HTML (WHATWG MIME sniffing's HTML patterns, simplified)."""
+    head = body[:1024].lstrip(b" \t\r\n\x0c\xef\xbb\xbf").lower()
+    return head.startswith(
+        (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<p", b"<div", b"<!--")
+    ) and not looks_binary(body)
 
 
-def open_session(settings: Settings) -> aiohttp.ClientSession:
-    """The crawl's one HTTP session: connector sized to the concurrency, DNS cached, no cookies."""
+def looks_binary(body: bytes) -> bool:
+    """A NUL byte in the first KiB (not UTF-16 text): images, archives, executables."""
+    head = body[:1024]
+    return b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
+
+
+def open_session(settings: Settings, allowed: HostAllowed) -> aiohttp.ClientSession:
+    """The crawl's one HTTP session: connector sized to the concurrency, DNS cached, no
+    cookies, and a resolver that refuses private addresses for hosts not ``allowed``."""
     connector = aiohttp.TCPConnector(
         limit=settings.concurrency,
         limit_per_host=0,
         ttl_dns_cache=300,
         enable_cleanup_closed=False,
+        resolver=GuardedResolver(allowed),
     )
     return aiohttp.ClientSession(
         connector=connector,
@@ -114,6 +141,11 @@ class Fetcher:
         except aiohttp.ClientPayloadError as exc:
             raise BadResponse(url, f"incomplete body: {exc}") from exc
         except (aiohttp.ClientConnectionError, OSError) as exc:
+            reason = blocked_reason(exc)
+            if reason is not None:
+                raise Blocked(url, f"refused {reason} address") from exc
+            if isinstance(exc, aiohttp.ClientConnectorDNSError):
+                raise DNSFailed(url, str(exc) or "name not resolved") from exc
             raise ConnectFailed(url, str(exc) or type(exc).__name__) from exc
         except (aiohttp.ClientResponseError, aiohttp.InvalidURL, ValueError) as exc:
             raise BadResponse(url, str(exc) or type(exc).__name__) from exc
@@ -158,9 +190,10 @@ class Fetcher:
                     redirect_to=target,
                 )
             body: bytes | None = None
-            if any_type or not content_type or content_type in HTML_TYPES:
+            if any_type or content_type in HTML_TYPES or content_type in SNIFFED_TYPES:
                 body = await self._read(url, resp)
-            return FetchResult(url, current, status, content_type, charset, body, robots_tag)
+            return FetchResult(url, current, status, content_type, charset, body, robots_tag,
+                               retry_after=headers.get("Retry-After"))  # fmt: skip
 
     async def _read(self, url: str, resp: aiohttp.ClientResponse) -> bytes:
         cap = self._max_body_bytes

@@ -1,15 +1,17 @@
 """Frontier: which URL to fetch next, and when. Sans-IO: time comes in as ``now``; no clock read.
 
 Owns: URL deduplication, per-host FIFO queues (breadth-first within a host), per-host
-politeness (at most ``per_host`` requests in flight, ``delay`` seconds between request
-starts), and the robots.txt gate (a host's robots.txt is fetched before anything else on it).
+politeness (at most ``per_host`` requests in flight; request starts spaced by a delay that
+adapts to the server, ``crawler.politeness.HostPace``; ``Retry-After`` pauses), retries
+(re-queued at the head of their host's queue, not before their backoff), the robots.txt gate
+(a host's robots.txt is fetched before anything else on it) and the per-host page budget.
 
 A "host" here is an origin, ``scheme://host[:port]``: the unit robots.txt applies to.
 
 Invariants (tested as properties):
 - never more than ``per_host`` jobs of one host in flight;
 - never a job started on a host before its ``next_start``;
-- every URL is handed out at most once;
+- every URL is handed out at most once, except as an explicit retry;
 - ``next(now)`` is O(log hosts) amortised: a heap of hosts ordered by when they may start.
 """
 
@@ -22,7 +24,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from crawler.politeness import HostPace
 from crawler.urls import url_origin
+
+PAGE, ROBOTS, SITEMAP = "page", "robots", "sitemap"
 
 
 class RobotsState(Enum):
@@ -39,43 +44,56 @@ class Rules(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FetchJob:
-    """One request to make. ``robots`` jobs fetch ``/robots.txt`` and are not pages."""
+    """One request to make: a page, a host's ``/robots.txt`` or a sitemap."""
 
     url: str
     depth: int
     origin: str
-    robots: bool = False
+    kind: str = PAGE
+    attempt: int = 0
+    """Retries already made for this URL."""
+
+    @property
+    def robots(self) -> bool:
+        return self.kind == ROBOTS
 
 
 @dataclass(slots=True)
 class _Host:
     origin: str
-    delay_s: float
-    queue: deque[tuple[str, int]] = field(default_factory=deque)
+    pace: HostPace
+    queue: deque[tuple[str, int, str, int]] = field(default_factory=deque)
     in_flight: int = 0
     next_start: float = 0.0
     scheduled: bool = False
     robots: RobotsState = RobotsState.UNKNOWN
     rules: Rules | None = None
+    robots_reason: str = "robots"
+    robots_attempt: int = 0
+    pages_issued: int = 0
 
 
 class Frontier:
-    """Per-host queues and politeness. Use ``add``, ``next``, ``release``, ``robots_done``."""
+    """Per-host queues and politeness. ``add``, ``next``, ``release``, ``retry``, ``robots_done``."""
 
     def __init__(
         self,
         *,
         per_host: int,
         delay_s: float,
+        max_delay_s: float = 60.0,
         user_agent: str = "*",
         check_robots: bool = True,
         max_crawl_delay_s: float = 30.0,
+        max_pages_per_host: int | None = None,
     ) -> None:
         self._per_host = per_host
         self._delay_s = delay_s
+        self._max_delay_s = max(max_delay_s, delay_s)
         self._user_agent = user_agent
         self._check_robots = check_robots
         self._max_crawl_delay_s = max_crawl_delay_s
+        self._max_pages_per_host = max_pages_per_host
         self._hosts: dict[str, _Host] = {}
         self._ready: list[tuple[float, int, str]] = []
         self._seq = 0
@@ -100,21 +118,25 @@ class Frontier:
         self._seen.add(url)
         return True
 
-    def add(self, url: str, depth: int, now: float) -> bool:
+    def add(self, url: str, depth: int, now: float, kind: str = PAGE) -> bool:
         """Queue a normalised URL unless it was seen before. Returns whether it was queued."""
         if url in self._seen:
             return False
         self._seen.add(url)
-        origin = url_origin(url)
-        host = self._hosts.get(origin)
-        if host is None:
-            host = self._hosts[origin] = _Host(origin, self._delay_s)
-            if not self._check_robots:
-                host.robots = RobotsState.READY
-        host.queue.append((url, depth))
+        host = self._host(url_origin(url))
+        host.queue.append((url, depth, kind, 0))
         self.queued += 1
         self._schedule(host, now)
         return True
+
+    def _host(self, origin: str) -> _Host:
+        host = self._hosts.get(origin)
+        if host is None:
+            pace = HostPace(self._delay_s, self._max_delay_s, target_concurrency=self._per_host)
+            host = self._hosts[origin] = _Host(origin, pace)
+            if not self._check_robots:
+                host.robots = RobotsState.READY
+        return host
 
     # -- taking -----------------------------------------------------------------------------
     def next(self, now: float) -> FetchJob | float | None:
@@ -129,6 +151,9 @@ class Frontier:
             heapq.heappop(ready)
             host = self._hosts[origin]
             host.scheduled = False
+            if host.next_start > now:  # pushed back after it was scheduled (a retry, a pause)
+                self._schedule(host, now)
+                continue
             job = self._take(host, now)
             if job is not None:
                 return job
@@ -137,24 +162,36 @@ class Frontier:
     def _take(self, host: _Host, now: float) -> FetchJob | None:
         if host.robots is RobotsState.UNKNOWN:
             host.robots = RobotsState.PENDING
+            url = host.origin + "/robots.txt"
             return self._start(
-                host, FetchJob(host.origin + "/robots.txt", 0, host.origin, True), now
+                host, FetchJob(url, 0, host.origin, ROBOTS, host.robots_attempt), now
             )
         while host.queue and host.in_flight < self._per_host:
-            url, depth = host.queue.popleft()
+            url, depth, kind, attempt = host.queue.popleft()
             self.queued -= 1
-            if host.rules is not None and not host.rules.is_allowed(self._user_agent, url):
-                self.skipped.append((url, depth, "robots"))
+            reason = self._refusal(host, url, kind, attempt)
+            if reason is not None:
+                self.skipped.append((url, depth, reason))
                 continue
-            job = self._start(host, FetchJob(url, depth, host.origin), now)
+            if kind == PAGE and attempt == 0:
+                host.pages_issued += 1
+            job = self._start(host, FetchJob(url, depth, host.origin, kind, attempt), now)
             self._schedule(host, now)
             return job
+        return None
+
+    def _refusal(self, host: _Host, url: str, kind: str, attempt: int) -> str | None:
+        if host.rules is not None and not host.rules.is_allowed(self._user_agent, url):
+            return host.robots_reason
+        limit = self._max_pages_per_host
+        if kind == PAGE and attempt == 0 and limit is not None and host.pages_issued >= limit:
+            return "host-limit"
         return None
 
     def _start(self, host: _Host, job: FetchJob, now: float) -> FetchJob:
         host.in_flight += 1
         self.in_flight += 1
-        host.next_start = now + host.delay_s
+        host.next_start = host.pace.next_start_after(now)
         return job
 
     def _schedule(self, host: _Host, now: float) -> None:
@@ -167,29 +204,89 @@ class Frontier:
         heapq.heappush(self._ready, (max(host.next_start, now), self._seq, host.origin))
 
     # -- finishing --------------------------------------------------------------------------
-    def release(self, job: FetchJob, now: float) -> None:
-        """The request for ``job`` ended (whatever its outcome): free its per-host slot."""
+    def release(
+        self,
+        job: FetchJob,
+        now: float,
+        *,
+        latency_s: float | None = None,
+        status: int | None = None,
+        paused_until: float | None = None,
+    ) -> None:
+        """The request for ``job`` ended: free its slot and let its outcome pace the host.
+
+        ``status`` with ``latency_s``: a response; no ``status``: the request failed
+        (timeout, connection error), which slows the host down. ``paused_until``: the
+        server's ``Retry-After``, as a time on the ``now`` clock.
+        """
         host = self._hosts[job.origin]
         host.in_flight -= 1
         self.in_flight -= 1
+        if status is not None:
+            host.pace.on_response(latency_s if latency_s is not None else 0.0, status, now)
+        elif latency_s is not None:
+            host.pace.on_error(now)
+        if paused_until is not None:
+            host.pace.pause_until(paused_until)
+        host.next_start = max(host.next_start, host.pace.paused_until)
+        self._schedule(host, now)
+
+    def retry(self, job: FetchJob, at: float, now: float) -> None:
+        """Queue ``job`` again at the head of its host's queue, not to start before ``at``.
+
+        Call after ``release``. The whole host waits: a server that needs a retry is one to
+        be gentle with.
+        """
+        host = self._hosts[job.origin]
+        host.queue.appendleft((job.url, job.depth, job.kind, job.attempt + 1))
+        self.queued += 1
+        host.next_start = max(host.next_start, at)
         self._schedule(host, now)
 
     def robots_done(
-        self, job: FetchJob, rules: Rules | None, crawl_delay_s: float | None, now: float
+        self,
+        job: FetchJob,
+        rules: Rules | None,
+        crawl_delay_s: float | None,
+        now: float,
+        *,
+        reason: str = "robots",
     ) -> None:
-        """The robots.txt of ``job.origin`` is known (``rules=None``: allow everything)."""
+        """The robots.txt of ``job.origin`` is known (``rules=None``: allow everything).
+        Call after ``release`` of the robots job (or instead of a request, after it).
+
+        ``reason`` is recorded for the URLs the rules refuse (``robots``, or
+        ``robots-unavailable`` when the rules stand for an unreachable robots.txt).
+        """
         host = self._hosts[job.origin]
         host.robots = RobotsState.READY
         host.rules = rules
+        host.robots_reason = reason
         if crawl_delay_s is not None:
-            host.delay_s = max(host.delay_s, min(crawl_delay_s, self._max_crawl_delay_s))
-            host.next_start = max(host.next_start, now + host.delay_s)
-        self.release(job, now)
+            host.pace.raise_min_delay(min(crawl_delay_s, self._max_crawl_delay_s))
+            host.next_start = max(host.next_start, host.pace.next_start_after(now))
+        self._schedule(host, now)
+
+    def robots_retry(self, job: FetchJob, at: float, now: float) -> None:
+        """robots.txt could not be had yet: ask again at ``at``; the host's URLs wait.
+        (Call after ``release``.)"""
+        host = self._hosts[job.origin]
+        host.robots = RobotsState.UNKNOWN
+        host.robots_attempt = job.attempt + 1
+        host.next_start = max(host.next_start, at)
+        self._schedule(host, now)
 
     def drain_skipped(self) -> list[tuple[str, int, str]]:
         """URLs dropped since the last call, with their depth and the reason."""
         skipped, self.skipped = self.skipped, []
         return skipped
+
+    def allowed_by_robots(self, url: str) -> bool | None:
+        """Whether the known robots.txt of ``url``'s origin allows it; ``None`` if not known."""
+        host = self._hosts.get(url_origin(url))
+        if host is None or host.robots is not RobotsState.READY:
+            return None if self._check_robots else True
+        return host.rules is None or host.rules.is_allowed(self._user_agent, url)
 
     @property
     def hosts(self) -> int:

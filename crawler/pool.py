@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
+from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseError
 from parsers.html import parse_batch
@@ -24,6 +26,7 @@ from parsers.page import Page, ParseFailure, ParseJob
 from parsers.worker import init_worker, warm_up
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class ParsePool:
@@ -71,6 +74,12 @@ class ParsePool:
         return ProcessPoolExecutor(
             max_workers=self.workers, mp_context=context, initializer=init_worker
         )
+
+    async def call(self, function: Callable[..., T], *args: Any) -> T:
+        """Run another pure function of ``parsers`` in a worker (sitemaps, ...), unbatched."""
+        if self._executor is None:
+            raise CrawlerError("parse pool is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     async def parse(self, job: ParseJob) -> Page:
         """Parse one page in a worker; raises ``ParseError`` if the worker could not."""

@@ -68,6 +68,7 @@ class RunCounters:
     pages_ok: int = 0
     pages_failed: int = 0
     bytes: int = 0
+    retries: int = 0
     by_status: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)

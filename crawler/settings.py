@@ -50,6 +50,22 @@ class Settings:
     """Parse processes; ``None``: the number of CPUs."""
     ignore_robots: bool = False
     """Skip robots.txt (only for sites you own)."""
+    max_crawl_delay: float = 30.0
+    """Cap on a robots.txt ``Crawl-delay`` (seconds)."""
+    max_delay: float = 60.0
+    """Most seconds between request starts to one host when it is slow or failing."""
+    sitemaps: bool = True
+    """Read sitemaps (robots.txt ``Sitemap:`` lines, else ``/sitemap.xml``) for more URLs."""
+    retries: int = 2
+    """Retries of a URL after a timeout, a connection error or 408/429/500/502/503/504."""
+    allow_private: bool = False
+    """Allow requests to private, loopback and link-local addresses beyond the seeds' hosts."""
+    max_pages_per_host: int | None = None
+    """Pages fetched per host at most; ``None``: no limit."""
+    max_outlinks: int = 10_000
+    """Outlinks kept per page (the first in document order)."""
+    max_url_length: int = 2048
+    """Longer URLs are skipped as traps."""
     timeout: float = 60.0
     """Seconds one whole request may take, body included."""
     connect_timeout: float = 10.0
@@ -70,10 +86,13 @@ class Settings:
 
     def __post_init__(self) -> None:
         _check_positive(self, "concurrency", "per_host", "timeout", "connect_timeout")
-        _check_positive(self, "max_body_bytes", "max_redirects")
+        _check_positive(self, "max_body_bytes", "max_redirects", "max_outlinks", "max_url_length")
+        _check_positive(self, "max_delay")
+        if self.max_crawl_delay < 0 or self.retries < 0:
+            raise ConfigError("--max-crawl-delay and --retries must be ≥ 0")
         if self.delay < 0:
             raise ConfigError(f"--delay must be ≥ 0, got {self.delay}")
-        for name in ("max_pages", "max_depth", "workers"):
+        for name in ("max_pages", "max_depth", "workers", "max_pages_per_host"):
             value = getattr(self, name)
             if value is not None and value < (0 if name == "max_depth" else 1):
                 raise ConfigError(f"--{_flag(name)} must be positive, got {value}")
@@ -107,8 +126,8 @@ class Settings:
         clean: dict[str, Any] = {}
         for key, value in values.items():
             name = key.replace("-", "_")
-            if name == "no_progress":
-                name, value = "progress", not value
+            if name in ("no_progress", "no_sitemaps"):
+                name, value = name[3:], not value
             if name not in known:
                 raise ConfigError(f"{source}: unknown setting {key!r}")
             if name in ("include", "exclude") and isinstance(value, str):

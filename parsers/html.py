@@ -30,8 +30,9 @@ _BOMS = (
 _UTF8_NAMES = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 
 
-def choose_charset(header_charset: str | None, body: bytes) -> str:
-    """The encoding to decode ``body`` with: BOM, then the HTTP header, then ``<meta>``, then UTF-8.
+def choose_charset(header_charset: str | None, body: bytes, *, detect: bool = False) -> str:
+    """The encoding to decode ``body`` with: BOM, then the HTTP header, then ``<meta>``, then
+    UTF-8 (or, with ``detect``, detection: UTF-8 if valid, else charset-normalizer's guess).
 
     A BOM wins over the header, as the HTML standard's encoding sniffing says.
     """
@@ -44,7 +45,7 @@ def choose_charset(header_charset: str | None, body: bytes) -> str:
                 return codecs.lookup(candidate).name
             except LookupError:
                 continue
-    return "utf-8"
+    return _detect(body) if detect else "utf-8"
 
 
 def _meta_charset(body: bytes) -> str | None:
@@ -59,22 +60,46 @@ def _robots_flags(*directives: str) -> tuple[bool, bool]:
 
 
 def _document(job: ParseJob) -> LexborHTMLParser:
-    encoding = choose_charset(job.charset, job.body)
+    encoding = choose_charset(job.charset, job.body, detect=True)
     if encoding.replace("_", "-") in _UTF8_NAMES:
         return LexborHTMLParser(job.body)
     return LexborHTMLParser(job.body.decode(encoding, errors="replace"))
 
 
-def _links(tree: LexborHTMLParser, base: str) -> tuple[str, ...]:
+def _detect(body: bytes) -> str:
+    """Nothing declared the encoding: UTF-8 if the body is valid UTF-8, else a detector's guess."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return "utf-8"
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(body[:65536]).best()
+    return best.encoding if best is not None else "cp1252"
+
+
+def _links(
+    tree: LexborHTMLParser, base: str, max_links: int
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every outlink, those marked rel=nofollow), each deduplicated, in document order."""
     found: dict[str, None] = {}
+    nofollow: dict[str, None] = {}
     for selector, attribute in ((_LINK_SELECTOR, "href"), (_FRAME_SELECTOR, "src")):
         for node in tree.css(selector):
             href = node.attributes.get(attribute)
-            if href:
-                url = resolve_url(base, href.strip())
-                if url is not None:
-                    found[url] = None
-    return tuple(found)
+            if not href:
+                continue
+            url = resolve_url(base, href.strip())
+            if url is None:
+                continue
+            if len(found) < max_links:
+                found[url] = None
+            rel = node.attributes.get("rel")
+            if rel and "nofollow" in rel.lower().split():
+                nofollow[url] = None
+    return tuple(found), tuple(u for u in nofollow if u in found)
 
 
 def _base_url(tree: LexborHTMLParser, page_url: str) -> str:
@@ -107,7 +132,7 @@ def parse_page(job: ParseJob) -> Page:
     canonical_href = _attribute(tree, 'link[rel="canonical" i]', "href")
     canonical = resolve_url(base, canonical_href) if canonical_href else None
     lang = _attribute(tree, "html", "lang")
-    links = _links(tree, base)
+    links, nofollow_links = _links(tree, base, job.max_links)
     tree.strip_tags(_INVISIBLE_TAGS)
     root = tree.body if tree.body is not None else tree.root
     text = root.text(separator=" ", strip=True) if root is not None else ""
@@ -127,6 +152,7 @@ def parse_page(job: ParseJob) -> Page:
         noindex=noindex,
         nofollow=nofollow,
         links_json=json.dumps(links, ensure_ascii=False),
+        nofollow_links=nofollow_links,
     )
 
 

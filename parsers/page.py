@@ -19,6 +19,8 @@ class ParseJob:
     charset: str | None
     body: bytes
     x_robots_tag: str = ""
+    max_links: int = 10_000
+    """Outlinks kept per page (the first ones in document order): a trap defence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class Page:
     nofollow: bool = False
     links_json: str = "[]"
     """``links`` as a JSON array, serialised in the worker (it is what the store writes)."""
+    nofollow_links: tuple[str, ...] = ()
+    """The subset of ``links`` marked ``rel=nofollow`` (recorded, not followed)."""
 
 
 @dataclass(frozen=True, slots=True)

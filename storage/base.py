@@ -29,6 +29,28 @@ class PageRecord:
     fetched_at: str
     links_json: str = "[]"
     """Every outlink, as a JSON array of normalised URLs."""
+    attempts: int = 1
+    duplicate_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRecord:
+    """A URL the crawler decided not to fetch, and why."""
+
+    url: str
+    reason: str
+    depth: int | None
+    decided_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRecord:
+    """A robots.txt as fetched: kept so that later runs reuse it for a while."""
+
+    origin: str
+    status: int
+    body: bytes | None
+    fetched_at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +73,13 @@ class Store(Protocol):
 
     async def start_run(self, seeds: int, settings_json: str, started_at: str) -> int: ...
 
-    async def save_pages(self, records: list[PageRecord], run_id: int) -> None:
-        """Store pages and their outlinks in one transaction."""
+    async def save(self, pages: list[PageRecord], skips: list[SkipRecord], run_id: int) -> None:
+        """Store pages (with their outlinks) and skip decisions in one transaction."""
         ...
+
+    async def get_robots(self, origin: str) -> RobotsRecord | None: ...
+
+    async def put_robots(self, record: RobotsRecord) -> None: ...
 
     async def finish_run(self, run_id: int, summary: RunSummary, ended_at: str) -> None: ...
 

@@ -52,13 +52,28 @@ MIGRATIONS: tuple[Migration, ...] = (
             content_hash  TEXT,                      -- BLAKE2b-128 of the body, hex
             fetched_at    TEXT NOT NULL,             -- ISO-8601 UTC
             run_id        INTEGER REFERENCES runs(id),
-            outlinks      TEXT NOT NULL DEFAULT '[]' -- JSON array of every outlink
+            outlinks      TEXT NOT NULL DEFAULT '[]', -- JSON array of every outlink
+            attempts      INTEGER NOT NULL DEFAULT 1, -- requests made (1 + retries)
+            duplicate_of  TEXT                       -- same content (or canonical) as this URL
         );
         -- One row per outlink of every stored page, followed or not. A view over
         -- pages.outlinks: writing one JSON array per page instead of ~50 index entries
         -- halves the store's share of a crawl's CPU time (bench/RESULTS.md).
         CREATE VIEW links (src_url, dst_url) AS
             SELECT pages.url, link.value FROM pages, json_each(pages.outlinks) AS link;
+        CREATE TABLE skipped (
+            url           TEXT PRIMARY KEY,          -- a URL the crawler decided not to fetch
+            reason        TEXT NOT NULL,             -- robots, scope, trap, ssrf, host-limit ...
+            depth         INTEGER,
+            decided_at    TEXT NOT NULL,             -- ISO-8601 UTC
+            run_id        INTEGER REFERENCES runs(id)
+        );
+        CREATE TABLE robots (
+            origin        TEXT PRIMARY KEY,          -- scheme://host[:port]
+            status        INTEGER NOT NULL,          -- HTTP status of /robots.txt
+            body          BLOB,                      -- the file (2xx only), capped at 500 KiB
+            fetched_at    TEXT NOT NULL              -- ISO-8601 UTC; reused for 24 h
+        );
         """,
     ),
 )

@@ -15,20 +15,27 @@ from datetime import UTC, datetime
 
 import aiosqlite
 
-from storage.base import PageRecord, RunSummary, StoreError
+from storage.base import PageRecord, RobotsRecord, RunSummary, SkipRecord, StoreError
 from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
 
 _UPSERT_PAGE = """
 INSERT INTO pages (url, final_url, status, error, content_type, title, text, lang, canonical,
-                   meta_robots, depth, body_bytes, content_hash, fetched_at, run_id, outlinks)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   meta_robots, depth, body_bytes, content_hash, fetched_at, run_id, outlinks,
+                   attempts, duplicate_of)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (url) DO UPDATE SET
     final_url = excluded.final_url, status = excluded.status, error = excluded.error,
     content_type = excluded.content_type, title = excluded.title, text = excluded.text,
     lang = excluded.lang, canonical = excluded.canonical, meta_robots = excluded.meta_robots,
     depth = MIN(pages.depth, excluded.depth), body_bytes = excluded.body_bytes,
     content_hash = excluded.content_hash, fetched_at = excluded.fetched_at,
-    run_id = excluded.run_id, outlinks = excluded.outlinks
+    run_id = excluded.run_id, outlinks = excluded.outlinks, attempts = excluded.attempts,
+    duplicate_of = excluded.duplicate_of
+"""
+_UPSERT_SKIP = """
+INSERT INTO skipped (url, reason, depth, decided_at, run_id) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (url) DO UPDATE SET reason = excluded.reason, decided_at = excluded.decided_at,
+    run_id = excluded.run_id
 """
 
 
@@ -37,7 +44,7 @@ def _page_row(record: PageRecord, run_id: int) -> tuple[object, ...]:
         record.url, record.final_url, record.status, record.error, record.content_type,
         record.title, record.text, record.lang, record.canonical, record.meta_robots,
         record.depth, record.body_bytes, record.content_hash, record.fetched_at, run_id,
-        record.links_json,
+        record.links_json, record.attempts, record.duplicate_of,
     )  # fmt: skip
 
 
@@ -124,20 +131,47 @@ class SQLiteStore:
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    async def save_pages(self, records: list[PageRecord], run_id: int) -> None:
-        if not records:
+    async def save(self, pages: list[PageRecord], skips: list[SkipRecord], run_id: int) -> None:
+        if not pages and not skips:
             return
         db = self.db
         try:
             await db.execute("BEGIN")
             try:
-                await db.executemany(_UPSERT_PAGE, [_page_row(r, run_id) for r in records])
+                if pages:
+                    await db.executemany(_UPSERT_PAGE, [_page_row(r, run_id) for r in pages])
+                if skips:
+                    await db.executemany(
+                        _UPSERT_SKIP,
+                        [(s.url, s.reason, s.depth, s.decided_at, run_id) for s in skips],
+                    )
             except BaseException:
                 await db.execute("ROLLBACK")
                 raise
             await db.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot write {len(records)} pages: {exc}") from exc
+            raise StoreError(f"{self.path}: cannot write {len(pages)} pages: {exc}") from exc
+
+    async def get_robots(self, origin: str) -> RobotsRecord | None:
+        try:
+            async with self.db.execute(
+                "SELECT status, body, fetched_at FROM robots WHERE origin = ?", (origin,)
+            ) as cursor:
+                row = await cursor.fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot read robots.txt cache: {exc}") from exc
+        return RobotsRecord(origin, row[0], row[1], row[2]) if row is not None else None
+
+    async def put_robots(self, record: RobotsRecord) -> None:
+        try:
+            await self.db.execute(
+                "INSERT INTO robots (origin, status, body, fetched_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (origin) DO UPDATE SET status = excluded.status, "
+                "body = excluded.body, fetched_at = excluded.fetched_at",
+                (record.origin, record.status, record.body, record.fetched_at),
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot cache robots.txt: {exc}") from exc
 
     async def finish_run(self, run_id: int, summary: RunSummary, ended_at: str) -> None:
         try:

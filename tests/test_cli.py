@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from crawler.cli import main
 from tests.sites import SiteServer, html_handler
 
-FAST = ["--concurrency", "16", "--per-host", "8", "--delay", "0", "--workers", "1"]
+FAST = ["--concurrency", "16", "--per-host", "8", "--delay", "0", "--workers", "1", "--no-sitemaps"]
 
 
 @pytest.fixture

@@ -11,7 +11,14 @@ import crawler
 from crawler import Settings
 from tests.sites import LinkGraph, SiteServer, html_handler, max_concurrency, min_start_gap
 
-FAST = {"concurrency": 32, "per_host": 16, "delay": 0.0, "workers": 2, "progress": False}
+FAST = {
+    "concurrency": 32,
+    "per_host": 16,
+    "delay": 0.0,
+    "workers": 2,
+    "progress": False,
+    "sitemaps": False,
+}
 
 
 def rows(db: str, sql: str) -> list[tuple]:
@@ -114,14 +121,14 @@ def test_per_host_limit_and_delay_seen_by_the_server(db_path: str) -> None:
     with SiteServer(latency_s=0.05) as site:
         site.routes = {"/": html_handler(links)}
         site.fallback = html_handler("<p>leaf</p>")
-        crawler.run([site.url + "/"], Settings(db=db_path, concurrency=20, per_host=3, delay=0,
+        crawler.run([site.url + "/"], Settings(db=db_path, concurrency=20, per_host=3, delay=0, sitemaps=False,
                                                workers=1, progress=False))  # fmt: skip
         assert len(site.hits) == 14
         assert max_concurrency(site.hits) == 3
     with SiteServer() as site:
         site.routes = {"/": html_handler(links[:80])}
         site.fallback = html_handler("<p>leaf</p>")
-        crawler.run([site.url + "/"], Settings(db=db_path + "2", concurrency=20, per_host=2,
+        crawler.run([site.url + "/"], Settings(db=db_path + "2", concurrency=20, per_host=2, sitemaps=False,
                                                delay=0.2, workers=1, progress=False))  # fmt: skip
         assert len(site.hits) >= 5
         assert min_start_gap(site.hits) >= 0.2 - 0.01
@@ -164,7 +171,9 @@ def test_errors_are_data_not_failures(db_path: str) -> None:
             "/reset": reset,
             "/big": html_handler("x" * 5000),
         }
-        report = crawler.run([site.url + "/"], Settings(db=db_path, max_body_bytes=4000, **FAST))
+        report = crawler.run(
+            [site.url + "/"], Settings(db=db_path, max_body_bytes=4000, retries=0, **FAST)
+        )
     assert report.status == "finished"
     stored = dict(rows(db_path, "SELECT substr(url, instr(url, '/500') ), error FROM pages"))
     errors = dict(rows(db_path, "SELECT url, coalesce(error, status) FROM pages"))

@@ -17,7 +17,7 @@ from tests.sites import SiteServer, html_handler
 def fetch(url: str, check=None, **settings: object):  # type: ignore[no-untyped-def]
     async def go():  # type: ignore[no-untyped-def]
         config = Settings(**settings)  # type: ignore[arg-type]
-        async with open_session(config) as session:
+        async with open_session(config, lambda host: True) as session:
             return await Fetcher(session, config).fetch(url, check)
 
     return asyncio.run(go())

@@ -26,6 +26,8 @@ def test_robots_first_then_pages_in_fifo_order() -> None:
         isinstance(robots, FetchJob) and robots.robots and robots.url == "http://a.com/robots.txt"
     )
     assert f.next(0.0) is None  # nothing may start before robots.txt is known
+    f.release(robots, 0.0)
+    assert f.next(0.0) is None
     f.robots_done(robots, None, None, 0.0)
     assert [j.url for j in drain(f, 0.0)] == ["http://a.com/0", "http://a.com/1"]
     assert f.in_flight == 2 and f.queued == 1
@@ -51,6 +53,7 @@ def test_crawl_delay_and_robots_rules() -> None:
     robots = f.next(0.0)
     assert isinstance(robots, FetchJob)
     rules = RobotsRules.parse("User-agent: *\nDisallow: /private\nCrawl-delay: 3")
+    f.release(robots, 1.0)
     f.robots_done(robots, rules, rules.crawl_delay("MyBot"), 1.0)
     assert f.next(1.0) == 4.0
     job = f.next(4.0)

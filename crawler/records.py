@@ -1,0 +1,82 @@
+"""Building the store's records from what the engine learnt about a URL. Pure.
+
+Owns: the mapping of fetch results, parsed pages and failures to ``PageRecord`` rows.
+"""
+
+from __future__ import annotations
+
+from crawler.fetch import FetchResult
+from crawler.frontier import FetchJob
+from parsers.html import content_hash
+from parsers.page import Page
+from storage.base import PageRecord
+
+
+def failure_record(
+    job: FetchJob, reason: str, fetched_at: str, result: FetchResult | None = None
+) -> PageRecord:
+    """A URL that produced no usable response, or one we refused to parse."""
+    return PageRecord(
+        url=job.url,
+        final_url=result.final_url if result else job.url,
+        status=result.status if result else None,
+        error=reason,
+        content_type=(result.content_type or None) if result else None,
+        title=None,
+        text=None,
+        lang=None,
+        canonical=None,
+        meta_robots=None,
+        depth=job.depth,
+        body_bytes=len(result.body) if result and result.body is not None else None,
+        content_hash=None,
+        fetched_at=fetched_at,
+        attempts=job.attempt + 1,
+    )
+
+
+def plain_record(job: FetchJob, result: FetchResult, fetched_at: str) -> PageRecord:
+    """A response that is not parsed: non-HTML, an HTTP error, a redirect not followed."""
+    body = result.body
+    return PageRecord(
+        url=job.url,
+        final_url=result.redirect_to or result.final_url,
+        status=result.status,
+        error=None,
+        content_type=result.content_type or None,
+        title=None,
+        text=None,
+        lang=None,
+        canonical=None,
+        meta_robots=None,
+        depth=job.depth,
+        body_bytes=len(body) if body is not None else None,
+        content_hash=content_hash(body) if body is not None else None,
+        fetched_at=fetched_at,
+        attempts=job.attempt + 1,
+    )
+
+
+def page_record(
+    job: FetchJob, page: Page, fetched_at: str, duplicate_of: str | None = None
+) -> PageRecord:
+    """A parsed HTML page. A duplicate keeps its row and links but not its text."""
+    return PageRecord(
+        url=job.url,
+        final_url=page.final_url,
+        status=page.status,
+        error=None,
+        content_type=page.content_type,
+        title=page.title,
+        text=None if page.noindex or duplicate_of else page.text,
+        lang=page.lang,
+        canonical=page.canonical,
+        meta_robots=page.meta_robots or None,
+        depth=job.depth,
+        body_bytes=page.body_bytes,
+        content_hash=page.content_hash,
+        fetched_at=fetched_at,
+        links_json=page.links_json,
+        attempts=job.attempt + 1,
+        duplicate_of=duplicate_of,
+    )
