@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from crawler.frontier import SITEMAP, FetchJob
 from crawler.robots import MAX_ROBOTS_BYTES, RobotsRules
-from crawler.ssrf import check_url_host
 from crawler.urls import normalize_url
 from parsers.sitemap import parse_sitemap
 from storage.base import RobotsRecord
@@ -70,7 +69,7 @@ class Discovery:
 
     def _robots_redirect(self, target: str) -> str | None:
         """robots.txt may redirect anywhere (RFC 9309 §2.3.1.2), but not to a private address."""
-        return check_url_host(target, self._engine.host_allowed)
+        return self._engine.ssrf_check(target)
 
     def _known(self, job: FetchJob, rules: RobotsRules | None, reason: str) -> None:
         engine = self._engine

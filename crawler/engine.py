@@ -98,6 +98,7 @@ class Engine:
         )
         self._discovery = Discovery(self)
         self._hashes: dict[str, str] = {}
+        self._ssrf_memo: dict[str, str | None] = {}
         self._skips: list[SkipRecord] = []
         self._counters = RunCounters()
         self._slots = asyncio.Semaphore(settings.concurrency)
@@ -293,7 +294,7 @@ class Engine:
         assert self._fetcher is not None
         start = time.monotonic()
         result: FetchResult | None = None
-        error: str | None = check_url_host(job.url, self._host_allowed)
+        error: str | None = self.ssrf_check(job.url)
         if error is None:
             try:
                 check = check_redirect or partial(self._check_redirect, depth=job.depth)
@@ -339,14 +340,15 @@ class Engine:
             page = await self._pool.parse(
                 ParseJob(job.url, result.final_url, result.status, result.content_type,
                          result.charset, result.body, result.x_robots_tag,
-                         self.settings.max_outlinks)
+                         self.settings.max_outlinks, job.depth)
             )  # fmt: skip
         except ParseError as exc:
             log.warning("cannot parse %s: %s", job.url, exc.message)
             return failure_record(job, "parse", fetched_at, result)
         duplicate_of = self._duplicate_of(job, page)
-        if not page.nofollow and duplicate_of is None:
-            self._follow(page.links, job.depth + 1, page.nofollow_links)
+        # A duplicate's links are followed too: relative links of the same bytes at another
+        # URL lead elsewhere, and the workers' memo of offered links relies on it.
+        self._follow(page.followable, job.depth + 1)
         return page_record(job, page, fetched_at, duplicate_of)
 
     def _duplicate_of(self, job: FetchJob, page: Page) -> str | None:
@@ -364,16 +366,13 @@ class Engine:
             return canonical  # the canonical URL is stored or queued already
         return None
 
-    def _follow(self, links: tuple[str, ...], depth: int, nofollow: tuple[str, ...] = ()) -> None:
+    def _follow(self, links: tuple[str, ...], depth: int) -> None:
         max_depth = self.settings.max_depth
         if max_depth is not None and depth > max_depth:
             return
         frontier, now = self._frontier, time.monotonic()
-        refused = frozenset(nofollow)
         added = False
         for url in frontier.unseen(links):
-            if url in refused:
-                continue
             if "?" in url or ";" in url:
                 url = strip_session_ids(url)
                 if frontier.seen(url):
@@ -394,6 +393,15 @@ class Engine:
             return reason
         return trap_reason(url, self._trap_limits)
 
+    def ssrf_check(self, url: str) -> str | None:
+        """``check_url_host`` memoised per host name (it only depends on the host)."""
+        host = url_hostname(url)
+        try:
+            return self._ssrf_memo[host]
+        except KeyError:
+            verdict = self._ssrf_memo[host] = check_url_host(url, self._host_allowed)
+            return verdict
+
     def skip(self, url: str, depth: int | None, reason: str) -> None:
         """Record a URL the crawl decided not to fetch (``skipped`` table, summary)."""
         self._counters.skipped[reason] += 1
@@ -403,7 +411,7 @@ class Engine:
         """Vet one redirect hop: scope, traps, SSRF, robots, and seen-before."""
         frontier = self._frontier
         robots = frontier.allowed_by_robots(target)
-        reason = self.admit(target) or check_url_host(target, self._host_allowed)
+        reason = self.admit(target) or self.ssrf_check(target)
         if reason is None and robots is False:
             reason = "robots"
         if reason is not None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
+from yarl import URL
 
 from crawler.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
 from crawler.errors import (
@@ -169,7 +170,9 @@ class Fetcher:
         raise BadResponse(url, f"more than {self._max_redirects} redirects")
 
     async def _get(self, url: str, current: str, any_type: bool) -> FetchResult:
-        async with self._session.get(current, allow_redirects=False) as resp:
+        # URLs here are WHATWG-serialised by ada (ASCII, percent-encoded): yarl need not
+        # re-quote them, which saves a parse per request.
+        async with self._session.get(URL(current, encoded=True), allow_redirects=False) as resp:
             status = resp.status
             headers = resp.headers
             content_type = resp.content_type if "Content-Type" in headers else ""

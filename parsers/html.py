@@ -9,18 +9,22 @@ Invariants: pure CPU work, no IO; never returns parser nodes; importable without
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
 
-from parsers.links import resolve_url
+from parsers.links import resolve_url, resolve_url_cached
 from parsers.page import Page, ParseFailure, ParseJob
 
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template"]
-_LINK_SELECTOR = "a[href], area[href]"
-_FRAME_SELECTOR = "frame[src], iframe[src]"
+_LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
+_FRAME_TAGS = frozenset({"frame", "iframe"})
+_HEAD_SELECTOR = 'title, base[href], meta[name="robots" i], link[rel~="canonical" i]'
+
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
@@ -83,55 +87,74 @@ def _detect(body: bytes) -> str:
 def _links(
     tree: LexborHTMLParser, base: str, max_links: int
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(every outlink, those marked rel=nofollow), each deduplicated, in document order."""
+    """(every outlink, those marked rel=nofollow), each deduplicated, in document order.
+
+    One selector pass over the tree; one attribute dict per node (each ``attributes`` call
+    builds a new dict).
+    """
     found: dict[str, None] = {}
     nofollow: dict[str, None] = {}
-    for selector, attribute in ((_LINK_SELECTOR, "href"), (_FRAME_SELECTOR, "src")):
-        for node in tree.css(selector):
-            href = node.attributes.get(attribute)
-            if not href:
-                continue
-            url = resolve_url(base, href.strip())
-            if url is None:
-                continue
-            if len(found) < max_links:
-                found[url] = None
-            rel = node.attributes.get("rel")
-            if rel and "nofollow" in rel.lower().split():
-                nofollow[url] = None
+    for node in tree.css(_LINK_SELECTOR):
+        attributes = node.attributes
+        href = attributes.get("src" if node.tag in _FRAME_TAGS else "href")
+        if not href:
+            continue
+        url = resolve_url_cached(base, href.strip())
+        if url is None:
+            continue
+        if len(found) < max_links:
+            found[url] = None
+        rel = attributes.get("rel")
+        if rel and "nofollow" in rel.lower().split():
+            nofollow[url] = None
     return tuple(found), tuple(u for u in nofollow if u in found)
 
 
-def _base_url(tree: LexborHTMLParser, page_url: str) -> str:
-    node = tree.css_first("base[href]")
-    if node is not None:
-        href = node.attributes.get("href")
-        if href:
-            resolved = resolve_url(page_url, href.strip())
-            if resolved is not None:
-                return resolved
-    return page_url
+@dataclass(slots=True)
+class _Head:
+    title: str = ""
+    base: str | None = None
+    meta_robots: str = ""
+    canonical: str | None = None
 
 
-def _attribute(tree: LexborHTMLParser, selector: str, name: str) -> str | None:
-    node = tree.css_first(selector)
-    if node is None:
-        return None
-    value = node.attributes.get(name)
-    return value.strip() if value else None
+def _head(tree: LexborHTMLParser) -> _Head:
+    """Title, ``<base href>``, meta robots and canonical in one selector pass (first of each)."""
+    head = _Head()
+    seen: set[str] = set()
+    scope = tree.head if tree.head is not None else tree.root
+    if scope is None:
+        return head
+    for node in scope.css(_HEAD_SELECTOR):
+        tag = node.tag or ""
+        if tag in seen:
+            continue
+        seen.add(tag)
+        if tag == "title":
+            head.title = " ".join(node.text().split())
+        else:
+            attributes = node.attributes
+            if tag == "base":
+                head.base = (attributes.get("href") or "").strip() or None
+            elif tag == "meta":
+                head.meta_robots = (attributes.get("content") or "").strip()
+            else:
+                head.canonical = (attributes.get("href") or "").strip() or None
+    return head
 
 
 def parse_page(job: ParseJob) -> Page:
     """Parse one HTML response into a ``Page``."""
     tree = _document(job)
-    base = _base_url(tree, job.final_url)
-    title_node = tree.css_first("title")
-    title = " ".join(title_node.text().split()) if title_node is not None else ""
-    meta_robots = _attribute(tree, 'meta[name="robots" i]', "content") or ""
+    head = _head(tree)
+    base = job.final_url
+    if head.base is not None:
+        base = resolve_url(job.final_url, head.base) or job.final_url
+    title, meta_robots = head.title, head.meta_robots
     noindex, nofollow = _robots_flags(meta_robots, job.x_robots_tag)
-    canonical_href = _attribute(tree, 'link[rel="canonical" i]', "href")
-    canonical = resolve_url(base, canonical_href) if canonical_href else None
-    lang = _attribute(tree, "html", "lang")
+    canonical = resolve_url(base, head.canonical) if head.canonical else None
+    html = tree.css_first("html")
+    lang = (html.attributes.get("lang") or "").strip() or None if html is not None else None
     links, nofollow_links = _links(tree, base, job.max_links)
     tree.strip_tags(_INVISIBLE_TAGS)
     root = tree.body if tree.body is not None else tree.root
@@ -161,15 +184,38 @@ def content_hash(body: bytes) -> str:
     return hashlib.blake2b(body, digest_size=16).hexdigest()
 
 
-def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
-    """Parse a batch: one pool task for many pages amortises the IPC round trip.
+_OFFERED_MAX = 500_000
+_offered: dict[str, int] = {}
+"""Links this worker process offered to the frontier, with the smallest depth offered at."""
 
-    A page that breaks the parser becomes a ``ParseFailure`` so the rest of the batch lives.
+
+def _new_links(page: Page, depth: int) -> tuple[str, ...]:
+    """The followable links of ``page`` not offered before at ``depth`` or less (see
+    ``Page.follow``). The memo is bounded: when full it is cleared, which only costs work."""
+    if len(_offered) >= _OFFERED_MAX:
+        _offered.clear()
+    offered = _offered
+    fresh = []
+    for url in page.followable:
+        previous = offered.get(url)
+        if previous is None or depth < previous:
+            offered[url] = depth
+            fresh.append(url)
+    return tuple(fresh)
+
+
+def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
+    """Parse a batch in a worker: one pool task for many pages amortises the IPC round trip.
+
+    Each page's ``follow`` is set to its links new to this worker. A page that breaks the
+    parser becomes a ``ParseFailure`` so the rest of the batch lives.
     """
     results: list[Page | ParseFailure] = []
     for job in jobs:
         try:
-            results.append(parse_page(job))
+            page = parse_page(job)
         except Exception as exc:  # any parser bug is confined to its page and reported
             results.append(ParseFailure(job.url, f"{type(exc).__name__}: {exc}"))
+            continue
+        results.append(dataclasses.replace(page, follow=_new_links(page, job.depth + 1)))
     return results

@@ -37,8 +37,8 @@ def test_fields() -> None:
         "http://example.com/dir/a.html",
         "http://example.com/up.html",
         "http://example.com/area",
-        "https://other.org/ext",
         "http://example.com/dir/frame.html",
+        "https://other.org/ext",
     )
     assert not page.noindex and not page.nofollow
     assert page.content_hash == content_hash(DOC.encode())
