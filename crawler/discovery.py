@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from crawler.frontier import SITEMAP, FetchJob
 from crawler.robots import MAX_ROBOTS_BYTES, RobotsRules
-from crawler.urls import normalize_url
+from crawler.urls import resolve_url
 from parsers.sitemap import parse_sitemap
 from storage.base import RobotsRecord
 
@@ -48,6 +48,10 @@ class Discovery:
     async def fetch(self, job: FetchJob) -> None:
         """The robots job of ``job.origin``: from the store's cache, or from the server."""
         engine = self._engine
+        if engine.ssrf_check(job.url) is not None:  # nothing on a refused host is requested
+            engine.release_unfetched(job)
+            self._known(job, RobotsRules.disallow_all(), "ssrf")
+            return
         cached = await engine.store.get_robots(job.origin)
         if cached is not None and _age_s(cached.fetched_at) < ROBOTS_TTL_S:
             engine.release_unfetched(job)
@@ -77,15 +81,16 @@ class Discovery:
         engine.frontier.robots_done(job, rules, delay, time.monotonic(), reason=reason)
         if engine.settings.sitemaps and reason == "robots":
             listed = rules.sitemaps if rules is not None else ()
-            for url in listed or (job.origin + "/sitemap.xml",):
-                self._add_sitemap(url)
+            for url in listed or ("/sitemap.xml",):
+                self._add_sitemap(url, job.url)
         engine.wake()
 
-    def _add_sitemap(self, url: str) -> None:
-        try:
-            url = normalize_url(url)
-        except ValueError:
+    def _add_sitemap(self, url: str, base: str) -> None:
+        """Queue a sitemap URL, resolved against ``base`` (relative ``Sitemap:`` lines occur)."""
+        resolved = resolve_url(base, url)
+        if resolved is None:
             return
+        url = resolved
         engine = self._engine
         if self._sitemaps_read >= MAX_SITEMAPS or engine.admit(url) is not None:
             return
@@ -107,7 +112,7 @@ class Discovery:
             log.info("sitemap %s: %s", job.url, sitemap.error)
         engine.follow_urls(sitemap.urls, job.depth)
         for child in sitemap.sitemaps:
-            self._add_sitemap(child)
+            self._add_sitemap(child, job.url)
 
 
 def _age_s(fetched_at: str) -> float:

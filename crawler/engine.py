@@ -394,12 +394,19 @@ class Engine:
         return trap_reason(url, self._trap_limits)
 
     def ssrf_check(self, url: str) -> str | None:
-        """``check_url_host`` memoised per host name (it only depends on the host)."""
+        """``"ssrf"`` if the URL's host is an IP literal the guard refuses, else ``None``.
+
+        Memoised per host name (``check_url_host`` depends only on it); the kind of address
+        refused is logged once.
+        """
         host = url_hostname(url)
         try:
             return self._ssrf_memo[host]
         except KeyError:
-            verdict = self._ssrf_memo[host] = check_url_host(url, self._host_allowed)
+            kind = check_url_host(url, self._host_allowed)
+            if kind is not None:
+                log.warning("refusing %s: %s address (SSRF guard; --allow-private)", host, kind)
+            verdict = self._ssrf_memo[host] = None if kind is None else "ssrf"
             return verdict
 
     def skip(self, url: str, depth: int | None, reason: str) -> None:

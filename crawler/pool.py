@@ -48,8 +48,11 @@ class ParsePool:
     async def __aenter__(self) -> ParsePool:
         self._executor = self._new_executor()
         loop = asyncio.get_running_loop()
+        # One worker first: on a cold numba cache it compiles the kernels and writes the
+        # cache, and the others then load them instead of each compiling its own copy.
+        await loop.run_in_executor(self._executor, warm_up)
         await asyncio.gather(
-            *(loop.run_in_executor(self._executor, warm_up) for _ in range(self.workers))
+            *(loop.run_in_executor(self._executor, warm_up) for _ in range(self.workers - 1))
         )
         return self
 

@@ -66,7 +66,7 @@ def page_record(
         final_url=page.final_url,
         status=page.status,
         error=None,
-        content_type=page.content_type,
+        content_type=page.content_type or None,
         title=page.title,
         text=None if page.noindex or duplicate_of else page.text,
         lang=page.lang,

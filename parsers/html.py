@@ -19,10 +19,12 @@ from selectolax.lexbor import LexborHTMLParser
 
 from parsers.links import resolve_url, resolve_url_cached
 from parsers.page import Page, ParseFailure, ParseJob
+from parsers.tokens import encode_counts, simhash64, tokenize
 
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template"]
 _LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
 _FRAME_TAGS = frozenset({"frame", "iframe"})
+_WORDS = re.compile(r"[a-z0-9\x80-\U0010ffff]+")
 _HEAD_SELECTOR = 'title, base[href], meta[name="robots" i], link[rel~="canonical" i]'
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
@@ -85,15 +87,16 @@ def _detect(body: bytes) -> str:
 
 
 def _links(
-    tree: LexborHTMLParser, base: str, max_links: int
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(every outlink, those marked rel=nofollow), each deduplicated, in document order.
+    tree: LexborHTMLParser, base: str, max_links: int, terms: frozenset[str] = frozenset()
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
+    """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
 
     One selector pass over the tree; one attribute dict per node (each ``attributes`` call
-    builds a new dict).
+    builds a new dict). ``terms``: query words to count in each link's anchor text.
     """
     found: dict[str, None] = {}
     nofollow: dict[str, None] = {}
+    hits: dict[str, int] | None = {} if terms else None
     for node in tree.css(_LINK_SELECTOR):
         attributes = node.attributes
         href = attributes.get("src" if node.tag in _FRAME_TAGS else "href")
@@ -107,7 +110,11 @@ def _links(
         rel = attributes.get("rel")
         if rel and "nofollow" in rel.lower().split():
             nofollow[url] = None
-    return tuple(found), tuple(u for u in nofollow if u in found)
+        if hits is not None:
+            count = len(terms.intersection(_WORDS.findall(node.text().lower())))
+            if count > hits.get(url, 0):
+                hits[url] = count
+    return tuple(found), tuple(u for u in nofollow if u in found), hits
 
 
 @dataclass(slots=True)
@@ -155,17 +162,22 @@ def parse_page(job: ParseJob) -> Page:
     canonical = resolve_url(base, head.canonical) if head.canonical else None
     html = tree.css_first("html")
     lang = (html.attributes.get("lang") or "").strip() or None if html is not None else None
-    links, nofollow_links = _links(tree, base, job.max_links)
+    links, nofollow_links, anchor_hits = _links(
+        tree, base, job.max_links, frozenset(job.query_terms)
+    )
     tree.strip_tags(_INVISIBLE_TAGS)
     root = tree.body if tree.body is not None else tree.root
     text = root.text(separator=" ", strip=True) if root is not None else ""
+    if noindex:
+        text = ""
+    counts = tokenize(text)
     return Page(
         url=job.url,
         final_url=job.final_url,
         status=job.status,
         content_type=job.content_type,
         title=title,
-        text="" if noindex else text,
+        text=text,
         links=links,
         meta_robots=meta_robots,
         canonical=canonical,
@@ -176,6 +188,9 @@ def parse_page(job: ParseJob) -> Page:
         nofollow=nofollow,
         links_json=json.dumps(links, ensure_ascii=False),
         nofollow_links=nofollow_links,
+        tokens=encode_counts(counts),
+        simhash=simhash64(counts.ids, counts.counts),
+        anchor_hits=anchor_hits or None,
     )
 
 

@@ -23,6 +23,8 @@ class ParseJob:
     """Outlinks kept per page (the first ones in document order): a trap defence."""
     depth: int = 0
     """The page's depth: its links are at ``depth + 1``."""
+    query_terms: tuple[str, ...] = ()
+    """Lower-cased query words: anchors holding them are counted (``Page.anchor_hits``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,12 @@ class Page:
     """``links`` as a JSON array, serialised in the worker (it is what the store writes)."""
     nofollow_links: tuple[str, ...] = ()
     """The subset of ``links`` marked ``rel=nofollow`` (recorded, not followed)."""
+    tokens: bytes = b""
+    """Token ids and counts of ``text`` (``parsers.tokens.encode_counts``), for scoring."""
+    simhash: int = 0
+    """64-bit SimHash of the tokens (near-duplicate detection), unsigned."""
+    anchor_hits: dict[str, int] | None = None
+    """For a crawl with a query: outlinks whose anchor text holds query words, with how many."""
     follow: tuple[str, ...] | None = None
     """Set by ``parse_batch``: the links worth offering to the frontier. A link this worker
     already offered at the same or a smaller depth is left out (the frontier has seen it),

@@ -17,6 +17,12 @@ def init_worker() -> None:
 
 
 def warm_up() -> int:
-    """Imports are done and lexbor loaded before the first real batch; returns the pid."""
+    """Imports are done, lexbor loaded and the numba kernels compiled or loaded from their
+    cache before the first real batch; returns the pid."""
+    from parsers.tokens import encode_counts, simhash64, tokenize
+
     LexborHTMLParser("<p>warm</p>").css_first("p")
+    counts = tokenize("warm up")
+    encode_counts(counts)
+    simhash64(counts.ids, counts.counts)
     return os.getpid()

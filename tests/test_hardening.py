@@ -447,12 +447,6 @@ def test_ssrf_guard_refuses_private_redirect_targets(db_path: str) -> None:
     assert rows(db_path, "SELECT count(*) FROM pages") == [(3,)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redirect targets refused by the SSRF guard are recorded in `skipped` with the "
-    "address class ('loopback', 'metadata') from crawler.ssrf.classify_address, not 'ssrf' "
-    "(Engine._check_redirect returns check_url_host()'s word as the skip reason)",
-)
 def test_ssrf_refusals_are_recorded_as_ssrf(db_path: str) -> None:
     _, private = _ssrf_redirect_crawl(db_path)
     assert skipped(db_path) == {private.url + "/secret": "ssrf", METADATA_URL: "ssrf"}
@@ -472,13 +466,6 @@ def test_ssrf_guard_refuses_private_links_too(db_path: str) -> None:
     assert private.url + "/linked" in skipped(db_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a link (not a redirect) to a refused private host is recorded in `skipped` as "
-    "'robots-unavailable': the guard refuses that origin's robots.txt request "
-    "(Engine.fetch -> check_url_host -> 'loopback'), and Discovery.fetch treats any failed "
-    "robots.txt request as an unavailable robots.txt",
-)
 def test_ssrf_refused_links_are_recorded_as_ssrf(db_path: str) -> None:
     private = _ssrf_link_crawl(db_path)
     assert skipped(db_path) == {private.url + "/linked": "ssrf"}
@@ -787,13 +774,6 @@ def test_sitemap_from_robots_txt(db_path: str, leaf_site: SiteServer) -> None:
     assert stored == {site.url + p for p in ("/", "/hidden1", "/hidden2")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a relative 'Sitemap: /sm.xml' line is dropped: Discovery._add_sitemap calls "
-    "normalize_url() on it, which raises ValueError for a relative URL (it is not resolved "
-    "against the robots.txt URL); and since the robots.txt listed a sitemap, the "
-    "/sitemap.xml fallback in Discovery._known is not tried either",
-)
 def test_relative_sitemap_line_in_robots_txt(db_path: str, leaf_site: SiteServer) -> None:
     site = leaf_site
     site.routes["/robots.txt"] = robots("User-agent: *\nDisallow:\nSitemap: /sm.xml\n")
