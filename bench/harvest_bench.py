@@ -346,6 +346,7 @@ def markdown(
         "crawler": benchlib.venv_package_version(crawl_py, "crawler"),
         "aiohttp": benchlib.local_version("aiohttp"),
     }
+    revision = git_revision()
     flags = " ".join(crawl_flags(budgets[0], args.concurrency)).replace(
         f"--max-pages {budgets[0]}", "--max-pages B"
     )
@@ -372,7 +373,9 @@ def markdown(
         verdict(runs, budgets),
         f"- machine: {info['nproc']} CPUs ({info['cpu']}), {info['memory']}, "
         f"Linux {info['kernel']}",
-        f"- Python {info['python']}; " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        f"- Python {info['python']}; "
+        + ", ".join(f"{k} {v}" for k, v in versions.items())
+        + f" (git {revision})",
         *[f"- {note}" for note in notes],
         *warnings,
         "",
@@ -383,6 +386,16 @@ def markdown(
         "</details>",
     ]
     return "\n".join(parts)
+
+
+def git_revision() -> str:
+    """The repository's commit, noting uncommitted changes ("?" outside a git checkout)."""
+    cmd = ["git", "-C", str(benchlib.REPO_DIR), "describe", "--always", "--dirty=+uncommitted"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return proc.stdout.strip() if proc.returncode == 0 else "?"
 
 
 def command_python(cmd: list[str]) -> str:
