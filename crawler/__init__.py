@@ -41,6 +41,7 @@ __all__ = [
     "Settings",
     "StorageError",
     "crawl",
+    "rank",
     "run",
 ]
 
@@ -81,6 +82,14 @@ def run(
 ) -> CrawlReport:
     """``crawl`` for synchronous code: runs its own event loop (uvloop when installed)."""
     return run_coroutine(crawl(seeds, settings, db=db, on_progress=on_progress))
+
+
+def rank(db: str, query: str, top: int = 10, device: str = "auto") -> list[Any]:
+    """Rank the pages stored in ``db`` by BM25 relevance to ``query``: the ``top`` best
+    (``crawler.ranking.RankedPage``: url, title, score), best first. No re-parsing."""
+    from crawler.ranking import rank as rank_pages
+
+    return rank_pages(db, query, top, device)
 
 
 def run_coroutine(coroutine: Any) -> Any:

@@ -96,6 +96,11 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--max-pages-per-host", type=int, help="Fetch at most this many pages per host.")
 @click.option("--max-outlinks", type=int, help=_help("Outlinks kept per page.", 10_000))
 @click.option("--max-url-length", type=int, help=_help("Longer URLs are skipped as traps.", 2048))
+@click.option("--query", help="Score every page against this text (BM25) and crawl "
+              "best-first: links of relevant pages, and links whose anchor text has query "
+              "words, go first.")  # fmt: skip
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), help=_help(
+              "Where scoring runs (auto: a CUDA GPU when present).", "auto"))  # fmt: skip
 @click.option("--timeout", type=float, help=_help("Seconds a whole request may take.", 60.0))
 @click.option("--max-body-bytes", type=int, help=_help("Largest (decompressed) body read.",
               _DEFAULTS.max_body_bytes))  # fmt: skip
@@ -176,22 +181,50 @@ def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
               show_default=True, help="Output format.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write here instead of standard output.")  # fmt: skip
-def export_command(db: Path, fmt: str, output: Path | None) -> None:
+@click.option("--dedup", is_flag=True, help="Leave out duplicates and near-duplicates.")
+def export_command(db: Path, fmt: str, output: Path | None, dedup: bool) -> None:
     """Write one record per stored page of DB as JSON lines or CSV."""
     from storage.base import StoreError
     from storage.export import export_pages
 
     try:
         if output is None:
-            count = export_pages(str(db), fmt, sys.stdout)
+            count = export_pages(str(db), fmt, sys.stdout, dedup)
         else:
             with open(output, "w", encoding="utf-8", newline="") as handle:
-                count = export_pages(str(db), fmt, handle)
+                count = export_pages(str(db), fmt, handle, dedup)
     except StoreError as exc:
         _fail(EXIT_USAGE, str(exc))
     except OSError as exc:
         _fail(EXIT_USAGE, f"{output}: {exc.strerror}")
     click.echo(f"exported {count} pages", err=True)
+
+
+@main.command("rank")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--query", "queries", multiple=True, required=True,
+              help="Text to rank pages against (repeatable: the corpus is loaded once).")  # fmt: skip
+@click.option("--top", type=int, default=10, show_default=True, help="Results per query.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
+              show_default=True, help="Where the BM25 kernel runs.")  # fmt: skip
+def rank_command(db: Path, queries: tuple[str, ...], top: int, device: str) -> None:
+    """Rank the stored pages of DB by BM25 relevance to --query (no re-parsing)."""
+    from storage.base import StoreError
+
+    if top < 0:
+        _fail(EXIT_USAGE, f"--top must be ≥ 0, got {top}")
+    try:
+        from crawler.ranking import CorpusIndex
+
+        index = CorpusIndex(str(db), device)
+    except (StoreError, ConfigError) as exc:
+        _fail(EXIT_USAGE, str(exc))
+    click.echo(f"ranking {index.pages} pages on {index.device}", err=True)
+    for query in queries:
+        if len(queries) > 1:
+            click.echo(f"# {query}")
+        for position, page in enumerate(index.rank(query, top), start=1):
+            click.echo(f"{position}\t{page.score:.4f}\t{page.url}\t{page.title or ''}")
 
 
 @main.command("runs")

@@ -28,7 +28,9 @@ from functools import partial
 from crawler.discovery import Discovery
 from crawler.errors import FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
+from crawler.focus import Focus
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
+from crawler.neardup import NearDuplicates
 from crawler.pool import ParsePool
 from crawler.records import failure_record, page_record, plain_record
 from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
@@ -42,6 +44,11 @@ from storage.base import PageRecord, RunSummary, SkipRecord, Store, StoreError
 from storage.sqlite import SQLiteStore
 
 log = logging.getLogger(__name__)
+
+_NEAR_DUPLICATE_MIN_CHARS = 200
+"""Shorter texts make SimHash too coarse to call two pages near-duplicates."""
+_ANCHOR_BONUS = 2.0
+"""Priority added per query word in a link's anchor text (BM25 scores are ~0-20)."""
 
 
 _WRITE_BATCH = 256
@@ -98,6 +105,10 @@ class Engine:
         )
         self._discovery = Discovery(self)
         self._hashes: dict[str, str] = {}
+        self._near = NearDuplicates()
+        self._focus: Focus | None = None
+        if settings.query:
+            self._focus = Focus(settings.query, settings.device)
         self._ssrf_memo: dict[str, str | None] = {}
         self._skips: list[SkipRecord] = []
         self._counters = RunCounters()
@@ -340,16 +351,24 @@ class Engine:
             page = await self._pool.parse(
                 ParseJob(job.url, result.final_url, result.status, result.content_type,
                          result.charset, result.body, result.x_robots_tag,
-                         self.settings.max_outlinks, job.depth)
+                         self.settings.max_outlinks, job.depth,
+                         self._focus.terms if self._focus is not None else ())
             )  # fmt: skip
         except ParseError as exc:
             log.warning("cannot parse %s: %s", job.url, exc.message)
             return failure_record(job, "parse", fetched_at, result)
         duplicate_of = self._duplicate_of(job, page)
+        near = None
+        if duplicate_of is None and len(page.text) >= _NEAR_DUPLICATE_MIN_CHARS:
+            near = self._near.first_near(page.simhash, job.url)
+        score = None
+        if self._focus is not None and duplicate_of is None:
+            score = await self._focus.score(page.tokens)
         # A duplicate's links are followed too: relative links of the same bytes at another
         # URL lead elsewhere, and the workers' memo of offered links relies on it.
-        self._follow(page.followable, job.depth + 1)
-        return page_record(job, page, fetched_at, duplicate_of)
+        self._follow(page.followable, job.depth + 1, score, page.anchor_hits)
+        return page_record(job, page, fetched_at, duplicate_of, score=score,
+                           near_duplicate_of=near)  # fmt: skip
 
     def _duplicate_of(self, job: FetchJob, page: Page) -> str | None:
         """The URL this page duplicates: same content stored before, or a canonical known."""
@@ -366,11 +385,20 @@ class Engine:
             return canonical  # the canonical URL is stored or queued already
         return None
 
-    def _follow(self, links: tuple[str, ...], depth: int) -> None:
+    def _follow(
+        self,
+        links: tuple[str, ...],
+        depth: int,
+        score: float | None = None,
+        anchor_hits: dict[str, int] | None = None,
+    ) -> None:
+        """Offer links to the frontier. With a query, a link's priority is the linking page's
+        score plus a bonus per query word in its anchor text (best-first crawling)."""
         max_depth = self.settings.max_depth
         if max_depth is not None and depth > max_depth:
             return
         frontier, now = self._frontier, time.monotonic()
+        base_priority = score or 0.0
         added = False
         for url in frontier.unseen(links):
             if "?" in url or ";" in url:
@@ -379,7 +407,10 @@ class Engine:
                     continue
             reason = self.admit(url)
             if reason is None:
-                added |= frontier.add(url, depth, now)
+                priority = base_priority
+                if anchor_hits:
+                    priority += _ANCHOR_BONUS * anchor_hits.get(url, 0)
+                added |= frontier.add(url, depth, now, priority=priority)
             else:
                 frontier.mark_seen(url)  # refused now means refused for this run
                 self.skip(url, depth, reason)

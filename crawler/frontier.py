@@ -1,6 +1,7 @@
 """Frontier: which URL to fetch next, and when. Sans-IO: time comes in as ``now``; no clock read.
 
-Owns: URL deduplication, per-host FIFO queues (breadth-first within a host), per-host
+Owns: URL deduplication, per-host queues (breadth-first within a host, or best-first by a
+priority when the crawl has a query: highest first, FIFO among equals), per-host
 politeness (at most ``per_host`` requests in flight; request starts spaced by a delay that
 adapts to the server, ``crawler.politeness.HostPace``; ``Retry-After`` pauses), retries
 (re-queued at the head of their host's queue, not before their backoff), the robots.txt gate
@@ -18,7 +19,7 @@ Invariants (tested as properties):
 from __future__ import annotations
 
 import heapq
-from collections import deque
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -62,7 +63,8 @@ class FetchJob:
 class _Host:
     origin: str
     pace: HostPace
-    queue: deque[tuple[str, int, str, int]] = field(default_factory=deque)
+    queue: list[tuple[float, int, str, int, str, int]] = field(default_factory=list)
+    """A heap of (-priority, sequence, url, depth, kind, attempt)."""
     in_flight: int = 0
     next_start: float = 0.0
     scheduled: bool = False
@@ -118,13 +120,19 @@ class Frontier:
         self._seen.add(url)
         return True
 
-    def add(self, url: str, depth: int, now: float, kind: str = PAGE) -> bool:
-        """Queue a normalised URL unless it was seen before. Returns whether it was queued."""
+    def add(
+        self, url: str, depth: int, now: float, kind: str = PAGE, priority: float = 0.0
+    ) -> bool:
+        """Queue a normalised URL unless it was seen before. Returns whether it was queued.
+
+        Within a host, higher ``priority`` goes first; equal priorities go in FIFO order.
+        """
         if url in self._seen:
             return False
         self._seen.add(url)
         host = self._host(url_origin(url))
-        host.queue.append((url, depth, kind, 0))
+        self._seq += 1
+        heapq.heappush(host.queue, (-priority, self._seq, url, depth, kind, 0))
         self.queued += 1
         self._schedule(host, now)
         return True
@@ -167,7 +175,7 @@ class Frontier:
                 host, FetchJob(url, 0, host.origin, ROBOTS, host.robots_attempt), now
             )
         while host.queue and host.in_flight < self._per_host:
-            url, depth, kind, attempt = host.queue.popleft()
+            _, _, url, depth, kind, attempt = heapq.heappop(host.queue)
             self.queued -= 1
             reason = self._refusal(host, url, kind, attempt)
             if reason is not None:
@@ -238,7 +246,9 @@ class Frontier:
         be gentle with.
         """
         host = self._hosts[job.origin]
-        host.queue.appendleft((job.url, job.depth, job.kind, job.attempt + 1))
+        self._seq += 1
+        entry = (-math.inf, self._seq, job.url, job.depth, job.kind, job.attempt + 1)
+        heapq.heappush(host.queue, entry)
         self.queued += 1
         host.next_start = max(host.next_start, at)
         self._schedule(host, now)

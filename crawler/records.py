@@ -58,7 +58,13 @@ def plain_record(job: FetchJob, result: FetchResult, fetched_at: str) -> PageRec
 
 
 def page_record(
-    job: FetchJob, page: Page, fetched_at: str, duplicate_of: str | None = None
+    job: FetchJob,
+    page: Page,
+    fetched_at: str,
+    duplicate_of: str | None = None,
+    *,
+    score: float | None = None,
+    near_duplicate_of: str | None = None,
 ) -> PageRecord:
     """A parsed HTML page. A duplicate keeps its row and links but not its text."""
     return PageRecord(
@@ -79,4 +85,8 @@ def page_record(
         links_json=page.links_json,
         attempts=job.attempt + 1,
         duplicate_of=duplicate_of,
+        score=score,
+        tokens=None if duplicate_of else page.tokens,
+        simhash=page.simhash if page.text else None,
+        near_duplicate_of=near_duplicate_of,
     )

@@ -74,6 +74,10 @@ class Settings:
     """Largest body read (decompressed bytes); larger responses fail as ``too-large``."""
     max_redirects: int = 10
     """Redirect hops followed per URL."""
+    query: str | None = None
+    """Text to score pages against (BM25); the frontier then goes best-first."""
+    device: str = "auto"
+    """Where scoring runs: ``auto`` (a CUDA GPU when present), ``cpu`` or ``gpu``."""
     quiet: bool = False
     """Log warnings and errors only; no summary."""
     verbose: bool = False
@@ -96,6 +100,10 @@ class Settings:
             value = getattr(self, name)
             if value is not None and value < (0 if name == "max_depth" else 1):
                 raise ConfigError(f"--{_flag(name)} must be positive, got {value}")
+        if self.device not in ("auto", "cpu", "gpu"):
+            raise ConfigError(f"--device must be auto, cpu or gpu, got {self.device!r}")
+        if self.query is not None and not self.query.strip():
+            raise ConfigError("--query must not be empty")
         if self.scope not in SCOPES:
             raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
         object.__setattr__(self, "include", tuple(self.include))

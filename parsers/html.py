@@ -13,13 +13,14 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
 
 from parsers.links import resolve_url, resolve_url_cached
 from parsers.page import Page, ParseFailure, ParseJob
-from parsers.tokens import encode_counts, simhash64, tokenize
+from parsers.tokens import encode_counts, simhash_text, tokenize
 
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template"]
 _LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
@@ -87,12 +88,17 @@ def _detect(body: bytes) -> str:
 
 
 def _links(
-    tree: LexborHTMLParser, base: str, max_links: int, terms: frozenset[str] = frozenset()
+    tree: LexborHTMLParser,
+    base: str,
+    max_links: int,
+    terms: frozenset[str] = frozenset(),
+    wanted: Callable[[str], bool] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
     """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
 
     One selector pass over the tree; one attribute dict per node (each ``attributes`` call
-    builds a new dict). ``terms``: query words to count in each link's anchor text.
+    builds a new dict). ``terms``: query words to count in the anchor text of the links that
+    ``wanted`` accepts (reading anchor text is the costly part: only new links need it).
     """
     found: dict[str, None] = {}
     nofollow: dict[str, None] = {}
@@ -110,7 +116,7 @@ def _links(
         rel = attributes.get("rel")
         if rel and "nofollow" in rel.lower().split():
             nofollow[url] = None
-        if hits is not None:
+        if hits is not None and (wanted is None or wanted(url)):
             count = len(terms.intersection(_WORDS.findall(node.text().lower())))
             if count > hits.get(url, 0):
                 hits[url] = count
@@ -150,8 +156,8 @@ def _head(tree: LexborHTMLParser) -> _Head:
     return head
 
 
-def parse_page(job: ParseJob) -> Page:
-    """Parse one HTML response into a ``Page``."""
+def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Page:
+    """Parse one HTML response into a ``Page``. ``wanted``: see ``_links``."""
     tree = _document(job)
     head = _head(tree)
     base = job.final_url
@@ -163,7 +169,7 @@ def parse_page(job: ParseJob) -> Page:
     html = tree.css_first("html")
     lang = (html.attributes.get("lang") or "").strip() or None if html is not None else None
     links, nofollow_links, anchor_hits = _links(
-        tree, base, job.max_links, frozenset(job.query_terms)
+        tree, base, job.max_links, frozenset(job.query_terms), wanted
     )
     tree.strip_tags(_INVISIBLE_TAGS)
     root = tree.body if tree.body is not None else tree.root
@@ -189,7 +195,7 @@ def parse_page(job: ParseJob) -> Page:
         links_json=json.dumps(links, ensure_ascii=False),
         nofollow_links=nofollow_links,
         tokens=encode_counts(counts),
-        simhash=simhash64(counts.ids, counts.counts),
+        simhash=simhash_text(text),
         anchor_hits=anchor_hits or None,
     )
 
@@ -227,10 +233,15 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     """
     results: list[Page | ParseFailure] = []
     for job in jobs:
+        depth = job.depth + 1
+
+        def wanted(url: str, depth: int = depth) -> bool:
+            return _offered.get(url, depth + 1) > depth
+
         try:
-            page = parse_page(job)
+            page = parse_page(job, wanted if job.query_terms else None)
         except Exception as exc:  # any parser bug is confined to its page and reported
             results.append(ParseFailure(job.url, f"{type(exc).__name__}: {exc}"))
             continue
-        results.append(dataclasses.replace(page, follow=_new_links(page, job.depth + 1)))
+        results.append(dataclasses.replace(page, follow=_new_links(page, depth)))
     return results

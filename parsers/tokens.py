@@ -33,6 +33,7 @@ __all__ = [
     "query_ids",
     "reference_tokenize",
     "simhash64",
+    "simhash_text",
     "token_id",
     "tokenize",
     "tokenize_bytes",
@@ -172,6 +173,46 @@ def _simhash64(ids, counts):
     return out
 
 
+@njit(cache=True)
+def _shingle_simhash(data, fold, max_tokens):
+    """SimHash over word 3-gram shingles of the first ``max_tokens`` tokens (one pass).
+
+    Shingles, not single words: documents drawn from one vocabulary share most words (and a
+    word-weighted SimHash puts them within a few bits of each other), but rarely word order.
+    """
+    acc = np.zeros(64, dtype=np.int64)
+    h = _FNV_OFFSET
+    in_token = False
+    prev1 = np.uint64(0)
+    prev2 = np.uint64(0)
+    tokens = 0
+    for i in range(data.size + 1):
+        c = fold[data[i]] if i < data.size else np.uint8(0)
+        if c != 0:
+            h = ((h ^ np.uint64(c)) * _FNV_PRIME) & _MASK32
+            in_token = True
+        elif in_token:
+            tokens += 1
+            if tokens >= 3:
+                x = _mix64((prev2 << np.uint64(32)) ^ (prev1 * _MIX1) ^ h)
+                for bit in range(64):
+                    if (x >> np.uint64(bit)) & _ONE64:
+                        acc[bit] += 1
+                    else:
+                        acc[bit] -= 1
+            prev2 = prev1
+            prev1 = h
+            h = _FNV_OFFSET
+            in_token = False
+            if tokens >= max_tokens:
+                break
+    out = np.uint64(0)
+    for bit in range(64):
+        if acc[bit] > 0:
+            out |= _ONE64 << np.uint64(bit)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # public API
 
@@ -228,6 +269,14 @@ def simhash64(ids: npt.NDArray[np.uint32], counts: npt.NDArray[np.uint32]) -> in
     if ids.shape != counts.shape:
         raise ValueError(f"ids and counts differ in shape: {ids.shape} != {counts.shape}")
     return int(_simhash64(ids, counts))
+
+
+def simhash_text(text: str, max_tokens: int = 4096) -> int:
+    """64-bit SimHash of ``text``'s word 3-grams (its first ``max_tokens`` tokens), unsigned.
+
+    Texts of fewer than 3 tokens hash to 0."""
+    data = np.frombuffer(_utf8(text), dtype=np.uint8)
+    return int(_shingle_simhash(data, _FOLD, max_tokens))
 
 
 def hamming64(a: int, b: int) -> int:

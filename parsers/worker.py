@@ -19,10 +19,10 @@ def init_worker() -> None:
 def warm_up() -> int:
     """Imports are done, lexbor loaded and the numba kernels compiled or loaded from their
     cache before the first real batch; returns the pid."""
-    from parsers.tokens import encode_counts, simhash64, tokenize
+    from parsers.tokens import encode_counts, simhash_text, tokenize
 
     LexborHTMLParser("<p>warm</p>").css_first("p")
     counts = tokenize("warm up")
     encode_counts(counts)
-    simhash64(counts.ids, counts.counts)
+    simhash_text("warm up the kernels")
     return os.getpid()

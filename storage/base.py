@@ -31,6 +31,11 @@ class PageRecord:
     """Every outlink, as a JSON array of normalised URLs."""
     attempts: int = 1
     duplicate_of: str | None = None
+    score: float | None = None
+    tokens: bytes | None = None
+    simhash: int | None = None
+    """Unsigned 64-bit; stored as the signed integer with the same bits."""
+    near_duplicate_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

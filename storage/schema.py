@@ -54,7 +54,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             run_id        INTEGER REFERENCES runs(id),
             outlinks      TEXT NOT NULL DEFAULT '[]', -- JSON array of every outlink
             attempts      INTEGER NOT NULL DEFAULT 1, -- requests made (1 + retries)
-            duplicate_of  TEXT                       -- same content (or canonical) as this URL
+            duplicate_of  TEXT,                      -- same content (or canonical) as this URL
+            score         REAL,                      -- BM25 relevance to the run's --query
+            tokens        BLOB,                      -- token ids + counts (parsers.tokens)
+            simhash       INTEGER,                   -- 64-bit SimHash of the text, as signed
+            near_duplicate_of TEXT                   -- a page within Hamming distance 3
         );
         -- One row per outlink of every stored page, followed or not. A view over
         -- pages.outlinks: writing one JSON array per page instead of ~50 index entries

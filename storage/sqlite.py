@@ -21,8 +21,8 @@ from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_stat
 _UPSERT_PAGE = """
 INSERT INTO pages (url, final_url, status, error, content_type, title, text, lang, canonical,
                    meta_robots, depth, body_bytes, content_hash, fetched_at, run_id, outlinks,
-                   attempts, duplicate_of)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   attempts, duplicate_of, score, tokens, simhash, near_duplicate_of)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (url) DO UPDATE SET
     final_url = excluded.final_url, status = excluded.status, error = excluded.error,
     content_type = excluded.content_type, title = excluded.title, text = excluded.text,
@@ -30,7 +30,8 @@ ON CONFLICT (url) DO UPDATE SET
     depth = MIN(pages.depth, excluded.depth), body_bytes = excluded.body_bytes,
     content_hash = excluded.content_hash, fetched_at = excluded.fetched_at,
     run_id = excluded.run_id, outlinks = excluded.outlinks, attempts = excluded.attempts,
-    duplicate_of = excluded.duplicate_of
+    duplicate_of = excluded.duplicate_of, score = excluded.score, tokens = excluded.tokens,
+    simhash = excluded.simhash, near_duplicate_of = excluded.near_duplicate_of
 """
 _UPSERT_SKIP = """
 INSERT INTO skipped (url, reason, depth, decided_at, run_id) VALUES (?, ?, ?, ?, ?)
@@ -44,8 +45,16 @@ def _page_row(record: PageRecord, run_id: int) -> tuple[object, ...]:
         record.url, record.final_url, record.status, record.error, record.content_type,
         record.title, record.text, record.lang, record.canonical, record.meta_robots,
         record.depth, record.body_bytes, record.content_hash, record.fetched_at, run_id,
-        record.links_json, record.attempts, record.duplicate_of,
+        record.links_json, record.attempts, record.duplicate_of, record.score, record.tokens,
+        _signed64(record.simhash), record.near_duplicate_of,
     )  # fmt: skip
+
+
+def _signed64(value: int | None) -> int | None:
+    """SQLite integers are signed 64-bit: store an unsigned hash as the same bits."""
+    if value is None:
+        return None
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 async def _migrate(db: aiosqlite.Connection) -> None:

@@ -1,0 +1,87 @@
+"""Focus: the relevance of pages to a crawl's query, scored in batches with the BM25 kernels.
+
+Owns: the query's token ids, the corpus statistics of the pages seen so far (N, average
+length, the query terms' document frequencies, updated as pages arrive) and the batching of
+pages into kernel calls. ``await focus.score(tokens)`` returns a page's BM25 score; pages
+arriving together share one call of the fused ``parallel=True`` CPU kernel (or the CUDA one).
+
+A page's score is relative to the statistics when it was scored: early pages see a small N.
+``crawl rank`` re-scores the whole stored corpus with final statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import numba
+import numpy as np
+
+from crawler.scoring import BM25Stats, TokenBatch, score_batch, select_device
+from parsers.tokens import decode_counts, query_ids
+
+log = logging.getLogger(__name__)
+
+
+class Focus:
+    """Scores pages against ``query`` on ``device`` (``auto``, ``cpu`` or ``gpu``)."""
+
+    def __init__(
+        self, query: str, device: str = "auto", *, batch_max: int = 256, wait_s: float = 0.005
+    ) -> None:
+        self.query = query
+        self.query_ids = query_ids(query)
+        self.terms = tuple(sorted({t.lower() for t in query.split() if t.strip()}))
+        self.device = select_device(device)
+        self.stats = BM25Stats(self.query_ids)
+        self._batch_max = batch_max
+        self._wait_s = wait_s
+        self._pending: list[tuple[bytes, asyncio.Future[float]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        log.info("scoring on %s (query %r)", self.device, query)
+
+    async def score(self, tokens: bytes) -> float:
+        """The BM25 score of a page from its encoded token counts."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[float] = loop.create_future()
+        self._pending.append((tokens, waiter))
+        if len(self._pending) >= self._batch_max:
+            self._flush()
+        elif self._timer is None:
+            # Pages come back from the pool a few at a time: wait a little to score many at
+            # once (one kernel call), which the fused kernel needs to pay off.
+            self._timer = loop.call_later(self._wait_s, self._flush)
+        return await waiter
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        try:
+            scores = self.score_now([tokens for tokens, _ in pending])
+        except Exception as exc:  # handed to each waiter: a kernel failure fails the crawl
+            for _, waiter in pending:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        for (_, waiter), value in zip(pending, scores, strict=True):
+            if not waiter.done():
+                waiter.set_result(float(value))
+
+    def score_now(self, blobs: list[bytes]) -> np.ndarray:
+        """Observe and score a batch synchronously (the kernel call itself).
+
+        During a crawl the parse workers have the cores: the kernel runs on one thread here
+        (``crawl rank`` uses them all).
+        """
+        batch = TokenBatch.from_counts([decode_counts(blob) for blob in blobs])
+        self.stats.observe(batch)
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return score_batch(batch, self.stats, self.query_ids, self.device)
+        finally:
+            numba.set_num_threads(threads)

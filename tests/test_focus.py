@@ -1,0 +1,136 @@
+"""Relevance in the crawl: batched BM25 scores, best-first frontier, rank, near-duplicates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sqlite3
+
+from click.testing import CliRunner
+
+import crawler
+from crawler import Settings
+from crawler.cli import main
+from crawler.focus import Focus
+from crawler.frontier import FetchJob, Frontier
+from crawler.neardup import NearDuplicates
+from crawler.scoring import reference_bm25
+from parsers.tokens import encode_counts, query_ids, reference_tokenize, tokenize
+from tests.sites import SiteServer, html_handler
+
+TOPIC = "telescope galaxy nebula"
+FAST = {"concurrency": 1, "per_host": 1, "delay": 0.0, "workers": 1, "progress": False,
+        "sitemaps": False}  # fmt: skip
+
+
+def test_focus_scores_equal_the_reference_and_share_kernel_calls() -> None:
+    docs = ["a telescope sees a galaxy", "cooking pasta", "nebula nebula telescope", ""]
+
+    async def go() -> list[float]:
+        focus = Focus(TOPIC, "cpu")
+        return await asyncio.gather(*(focus.score(encode_counts(tokenize(d))) for d in docs))
+
+    scores = asyncio.run(go())
+    counts = [reference_tokenize(d) for d in docs]
+    lengths = [sum(c.values()) for c in counts]
+    q = [int(i) for i in query_ids(TOPIC)]
+    df = {t: sum(1 for c in counts if t in c) for t in q}
+    expected = reference_bm25(counts, lengths, q, len(docs), sum(lengths) / len(docs), df)
+    for got, want in zip(scores, expected, strict=True):
+        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+    assert scores[2] > scores[0] > 0 == scores[1] == scores[3]
+
+
+def test_frontier_is_best_first_within_a_host() -> None:
+    f = Frontier(per_host=1, delay_s=0.0, check_robots=False)
+    f.add("http://a.com/low", 1, 0.0, priority=0.5)
+    f.add("http://a.com/high", 1, 0.0, priority=9.0)
+    f.add("http://a.com/mid", 1, 0.0, priority=3.0)
+    f.add("http://a.com/mid2", 1, 0.0, priority=3.0)
+    order = []
+    while isinstance(job := f.next(0.0), FetchJob):
+        order.append(job.url.rsplit("/", 1)[1])
+        f.release(job, 0.0)
+    assert order == ["high", "mid", "mid2", "low"]
+
+
+def test_near_duplicates_index() -> None:
+    index = NearDuplicates()
+    assert index.first_near(0b1011, "a") is None
+    assert index.first_near(0b1011 ^ 0b111 << 40, "b") == "a"  # distance 3
+    assert index.first_near(0b1011 ^ 0b1111 << 20, "c") is None  # distance 4: filed
+    assert index.first_near((1 << 64) - 1, "d") is None
+
+
+def _topic_site(site: SiteServer) -> None:
+    off = "cooking pasta recipes tomato basil olive oil garlic " * 20
+    on = "telescope galaxy nebula astronomy observation stars " * 20
+    site.routes = {
+        "/": html_handler(
+            '<a href="/off1">recipes</a><a href="/off2">pasta</a><a href="/on1">stars</a>'
+            '<a href="/off3">garlic</a><a href="/on2">telescope galaxy</a>'
+        ),
+        "/on1": html_handler(f"<title>on1</title><p>{on}</p><a href='/on3'>nebula</a>"),
+        "/on2": html_handler(f"<title>on2</title><p>{on} nebula</p>"),
+        "/on3": html_handler(f"<title>on3</title><p>{on}</p>"),
+    }
+    for page in ("/off1", "/off2", "/off3"):
+        site.routes[page] = html_handler(f"<title>off</title><p>{page} {off}</p>")
+
+
+def test_focused_crawl_scores_pages_and_goes_best_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    db = str(tmp_path / "focus.db")
+    with SiteServer() as site:
+        _topic_site(site)
+        report = crawler.run([site.url + "/"], Settings(db=db, query=TOPIC, **FAST))
+        order = [p for p in site.paths() if p != "/robots.txt"]
+    assert report.pages_ok == 7, site.paths()
+    assert order[:2] == ["/", "/on2"]  # the anchor with two query words first
+    with sqlite3.connect(db) as c:
+        scores = {
+            url.removeprefix(site.url): score
+            for url, score in c.execute("SELECT url, score FROM pages")
+        }
+        assert c.execute("SELECT count(*) FROM pages WHERE score IS NULL").fetchone() == (0,)
+        assert c.execute("SELECT count(*) FROM pages WHERE tokens IS NULL").fetchone() == (0,)
+    assert min(scores[p] for p in ("/on1", "/on2", "/on3")) > max(
+        scores[p] for p in ("/off1", "/off2", "/off3")
+    )
+    top = crawler.rank(db, "nebula", top=2)
+    assert [p.url.rsplit("/", 1)[1] for p in top] == ["on2", "on1"] or top[0].url.endswith("on2")
+    result = CliRunner().invoke(main, ["rank", db, "--query", "pasta", "--top", "3"])
+    assert result.exit_code == 0 and result.output.count("/off") == 3
+
+
+def test_near_duplicates_recorded_and_left_out_of_dedup_export(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    db = str(tmp_path / "near.db")
+    words = [f"word{i % 97} token{i % 89} item{i}" for i in range(400)]
+    text_a = " ".join(words)
+    words[200] = "changed"
+    text_b = " ".join(words)
+    with SiteServer() as site:
+        site.routes = {
+            "/": html_handler('<a href="/a">a</a> <a href="/b">b</a> <a href="/c">c</a>'),
+            "/a": html_handler(f"<p>{text_a}</p>"),
+            "/b": html_handler(f"<p>{text_b}</p>"),
+        }
+        site.fallback = html_handler("<p>" + " ".join(f"other{i}" for i in range(500)) + "</p>")
+        crawler.run([site.url + "/"], Settings(db=db, **FAST))
+    with sqlite3.connect(db) as c:
+        near = dict(c.execute("SELECT url, near_duplicate_of FROM pages"))
+    assert near[site.url + "/b"] == site.url + "/a"
+    assert near[site.url + "/a"] is None and near[site.url + "/c"] is None
+    result = CliRunner().invoke(main, ["export", db, "--dedup"])
+    urls = [json.loads(line)["url"] for line in result.stdout.splitlines()]
+    assert site.url + "/b" not in urls and site.url + "/a" in urls
+
+
+def test_gpu_device_without_a_gpu_is_a_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from crawler.scoring import select_device
+
+    seeds = tmp_path / "s.txt"
+    seeds.write_text("http://127.0.0.1:9/\n")
+    result = CliRunner().invoke(main, [str(seeds), "--query", "x", "--device", "gpu"])
+    if select_device("auto") == "cpu":
+        assert result.exit_code == 2 and "crawl: error:" in result.stderr
