@@ -12,6 +12,7 @@ Owns: the crawl's one ``ProcessPoolExecutor``. Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
 from collections.abc import Callable
@@ -42,17 +43,17 @@ class ParsePool:
         self._timer: asyncio.TimerHandle | None = None
         self._restarts = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ready: asyncio.Future[list[int]] | None = None
         self.batches = 0
         self.busy = 0
 
     async def __aenter__(self) -> ParsePool:
         self._executor = self._new_executor()
         loop = asyncio.get_running_loop()
-        # One worker first: on a cold numba cache it compiles the kernels and writes the
-        # cache, and the others then load them instead of each compiling its own copy.
-        await loop.run_in_executor(self._executor, warm_up)
-        await asyncio.gather(
-            *(loop.run_in_executor(self._executor, warm_up) for _ in range(self.workers - 1))
+        # Workers start (spawn, imports, numba kernels from their cache) while the crawl
+        # fetches robots.txt and its first pages: the first parse waits for ``_ready``.
+        self._ready = asyncio.gather(
+            *(loop.run_in_executor(self._executor, warm_up) for _ in range(self.workers))
         )
         return self
 
@@ -68,6 +69,10 @@ class ParsePool:
             waiter.cancel()
         for task in self._tasks:
             task.cancel()
+        if self._ready is not None:
+            self._ready.cancel()
+            with contextlib.suppress(BaseException):
+                await self._ready
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
@@ -82,7 +87,13 @@ class ParsePool:
         """Run another pure function of ``parsers`` in a worker (sitemaps, ...), unbatched."""
         if self._executor is None:
             raise CrawlerError("parse pool is closed")
+        await self._wait_ready()
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+    async def _wait_ready(self) -> None:
+        if self._ready is not None:
+            ready, self._ready = self._ready, None
+            await ready
 
     async def parse(self, job: ParseJob) -> Page:
         """Parse one page in a worker; raises ``ParseError`` if the worker could not."""
@@ -136,6 +147,7 @@ class ParsePool:
 
     async def _submit(self, jobs: list[ParseJob]) -> list[Page | ParseFailure]:
         loop = asyncio.get_running_loop()
+        await self._wait_ready()
         while True:
             if self._executor is None:
                 raise CrawlerError("parse pool is closed")
