@@ -102,6 +102,8 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), help=_help(
               "Where scoring runs (auto: a CUDA GPU when present).", "auto"))  # fmt: skip
 @click.option("--timeout", type=float, help=_help("Seconds a whole request may take.", 60.0))
+@click.option("--connect-timeout", type=float, help=_help("Seconds to connect.", 10.0))
+@click.option("--max-redirects", type=int, help=_help("Redirect hops followed per URL.", 10))
 @click.option("--max-body-bytes", type=int, help=_help("Largest (decompressed) body read.",
               _DEFAULTS.max_body_bytes))  # fmt: skip
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),

@@ -8,7 +8,8 @@ Invariants:
 - ``normalize_url`` is idempotent: ``normalize_url(normalize_url(u)) == normalize_url(u)``.
 - A normalised URL is ada's serialisation: lower-case scheme and host, IDN as punycode, default
   port dropped, dot segments resolved, percent-encoding as the URL standard writes it; with the
-  fragment removed and the hex digits of percent escapes upper-cased.
+  fragment removed, escaped unreserved characters (``%7E`` → ``~``) decoded and the hex
+  digits of other escapes upper-cased (RFC 3986 §6.2.2).
 
 This module is imported by parse workers: it must not import anything from ``crawler`` or
 ``storage``.
@@ -22,6 +23,9 @@ import ada_url
 
 _HTTP_PREFIXES = ("http://", "https://")
 _PERCENT_HEX = re.compile(r"%[0-9a-fA-F]{2}")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_~")
+# "." stays escaped: "%2E%2E" decoded would become a dot segment, which a second
+# normalisation would then resolve (normalisation must be idempotent).
 
 
 def _finish(href: str) -> str | None:
@@ -37,7 +41,10 @@ def _finish(href: str) -> str | None:
 
 
 def _upper_escape(match: re.Match[str]) -> str:
-    return match.group(0).upper()
+    """RFC 3986 §6.2.2: an escaped unreserved character is the character; other escapes
+    get upper-case hex digits."""
+    code = int(match.group(0)[1:], 16)
+    return chr(code) if code in _UNRESERVED else match.group(0).upper()
 
 
 _CACHE_MAX = 200_000

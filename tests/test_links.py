@@ -23,7 +23,9 @@ from parsers.links import normalize_url, resolve_url, url_authority, url_hostnam
         ("http://example.com/", "  /padded  ", "http://example.com/padded"),
         ("http://example.com/", "http://bücher.de/", "http://xn--bcher-kva.de/"),
         ("http://example.com/", "/a b", "http://example.com/a%20b"),
-        ("http://example.com/", "/%7e%2f", "http://example.com/%7E%2F"),
+        ("http://example.com/", "/%7e%2f%41", "http://example.com/~%2FA"),
+        ("http://example.com/", "/a?q=%2d%3d", "http://example.com/a?q=-%3D"),
+        ("http://example.com/", "/a/%2e%2E/b", "http://example.com/b"),  # WHATWG dot segment
         ("http://example.com/", "mailto:a@b.c", None),
         ("http://example.com/", "javascript:void(0)", None),
         ("http://example.com/", "ftp://example.com/f", None),
