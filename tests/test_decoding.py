@@ -57,7 +57,7 @@ def test_concatenated_gzip_members() -> None:
         ("br", brotli.compress),
         ("zstd", zstandard.ZstdCompressor().compress),
         ("gzip, gzip", lambda b: gzip.compress(gzip.compress(b))),
-    ],  # fmt: skip
+    ],
 )
 def test_bomb_is_capped_with_flat_memory(encoding: str, encode) -> None:  # type: ignore[no-untyped-def]
     bomb = encode(b"\0" * 200_000_000)  # 200 MB of zeros, a few hundred KB compressed
