@@ -26,6 +26,7 @@ log = logging.getLogger("crawler")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+EXIT_LOCKED = 75  # EX_TEMPFAIL: another crawl holds the database; try again later
 _DEFAULTS = Settings()
 
 
@@ -48,6 +49,7 @@ class _CrawlGroup(click.Group):
                     ("0", "the crawl finished (pages with HTTP errors are data, not failure)"),
                     ("1", "the crawl itself failed (storage error, bug)"),
                     ("2", "usage or configuration error (flag, config file, seeds file)"),
+                    ("75", "another crawl is using the database: try again later"),
                     ("130, 143", "interrupted by SIGINT / SIGTERM after a clean stop"),
                 ]
             )
@@ -68,6 +70,7 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--db", help=_help("SQLite file to store pages in.", _DEFAULTS.db))
 @click.option("--max-pages", type=int, help="Stop after fetching this many pages.")
 @click.option("--max-depth", type=int, help="Follow links at most this deep (seeds are 0).")
+@click.option("--max-time", help="End the run cleanly after this long (90s, 50m, 1h30m).")
 @click.option("--concurrency", type=int, help=_help("Requests in flight, all hosts.", 16))
 @click.option("--per-host", type=int, help=_help("Requests in flight per host.", 2))
 @click.option("--delay", type=float, help=_help("Seconds between request starts per host.", 1.0))
@@ -159,6 +162,7 @@ def _setup_logging(settings: Settings) -> None:
 
 
 def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
+    from crawler.lock import DatabaseLocked
     from crawler.progress import ProgressView
     from crawler.runner import run_with_signals
 
@@ -170,6 +174,8 @@ def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
         _fail(EXIT_USAGE, str(exc))
     except StorageError as exc:
         _fail(EXIT_FAILED, str(exc))
+    except DatabaseLocked as exc:
+        _fail(EXIT_LOCKED, str(exc))
     except CrawlerError as exc:
         _fail(EXIT_FAILED, str(exc))
     if not settings.quiet:

@@ -17,6 +17,7 @@ fails the crawl (the TaskGroup cancels the rest).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -30,6 +31,7 @@ from crawler.errors import FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
 from crawler.focus import Focus
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
+from crawler.lock import RunLock
 from crawler.neardup import NearDuplicates
 from crawler.pool import ParsePool
 from crawler.records import failure_record, page_record, plain_record
@@ -81,6 +83,7 @@ class Engine:
     ) -> None:
         self.settings = settings
         self.seeds = list(seeds)
+        self._owns_store = store is None
         self._store: Store = store if store is not None else SQLiteStore(settings.db)
         self._on_progress = on_progress
         self._progress_interval_s = progress_interval_s
@@ -142,6 +145,12 @@ class Engine:
         )
 
     async def run(self) -> CrawlReport:
+        """Run the crawl to its end; raises ``DatabaseLocked`` if another run holds the db."""
+        lock = RunLock(self.settings.db) if self._owns_store else contextlib.nullcontext()
+        with lock:
+            return await self._run_locked()
+
+    async def _run_locked(self) -> CrawlReport:
         self._started = time.monotonic()
         started_at = utc_now()
         try:
@@ -170,6 +179,10 @@ class Engine:
         now = time.monotonic()
         for seed in self.seeds:
             self._frontier.add(seed, 0, now)
+        if self.settings.max_time is not None:
+            deadline = asyncio.get_running_loop().call_later(
+                self.settings.max_time, self.stop, "max-time"
+            )
         async with (
             open_session(self.settings, self._host_allowed) as session,
             ParsePool(self.settings.parse_workers) as pool,
@@ -184,6 +197,10 @@ class Engine:
                 await writer
                 if ticker is not None:
                     ticker.cancel()
+        if self.settings.max_time is not None:
+            deadline.cancel()
+        if self._stop_reason == "max-time":
+            return "finished", "max-time"  # a time budget is a normal end, like max-pages
         if self._stop_reason is not None:
             return "interrupted", self._stop_reason
         if self._budget_spent():

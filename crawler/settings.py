@@ -74,6 +74,9 @@ class Settings:
     """Largest body read (decompressed bytes); larger responses fail as ``too-large``."""
     max_redirects: int = 10
     """Redirect hops followed per URL."""
+    max_time: float | None = None
+    """Seconds the run may take: then it stops taking work and ends cleanly (``--max-time``
+    also takes ``50m``, ``1h30m``, ``90s``)."""
     query: str | None = None
     """Text to score pages against (BM25); the frontier then goes best-first."""
     device: str = "auto"
@@ -96,6 +99,10 @@ class Settings:
             raise ConfigError("--max-crawl-delay and --retries must be ≥ 0")
         if self.delay < 0:
             raise ConfigError(f"--delay must be ≥ 0, got {self.delay}")
+        if isinstance(self.max_time, str):
+            object.__setattr__(self, "max_time", parse_duration(self.max_time, "--max-time"))
+        if self.max_time is not None and self.max_time <= 0:
+            raise ConfigError(f"--max-time must be positive, got {self.max_time}")
         for name in ("max_pages", "max_depth", "workers", "max_pages_per_host"):
             value = getattr(self, name)
             if value is not None and value < (0 if name == "max_depth" else 1):
@@ -177,3 +184,16 @@ def _compile(flag: str, patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...
         except re.error as exc:
             raise ConfigError(f"--{flag} {pattern!r}: invalid regex: {exc}") from exc
     return tuple(compiled)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str, flag: str = "duration") -> float:
+    """Seconds in ``90``, ``90s``, ``50m``, ``1h30m``, ``2d``; ``ConfigError`` naming ``flag``."""
+    compact = text.strip().lower().replace(" ", "")
+    parts = _DURATION.findall(compact)
+    if not compact or "".join(number + unit for number, unit in parts) != compact:
+        raise ConfigError(f"{flag} {text!r}: not a duration (e.g. 90s, 50m, 1h30m)")
+    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)

@@ -129,7 +129,14 @@ class SQLiteStore:
             await db.close()
 
     async def start_run(self, seeds: int, settings_json: str, started_at: str) -> int:
+        """Record a new run. Runs still marked ``running`` belong to processes that died
+        (the caller holds the run lock): they are closed as ``interrupted``."""
         try:
+            await self.db.execute(
+                "UPDATE runs SET status = 'interrupted', reason = 'process died', "
+                "ended_at = ? WHERE status = 'running'",
+                (started_at,),
+            )
             cursor = await self.db.execute(
                 "INSERT INTO runs (started_at, status, seeds, settings) "
                 "VALUES (?, 'running', ?, ?)",

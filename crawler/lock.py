@@ -1,0 +1,52 @@
+"""RunLock: one crawl at a time per database, so overlapping cron runs cannot double-fetch.
+
+Owns: an exclusive ``flock`` on ``<db>.lock``, held for the whole run. The operating system
+drops it when the holder dies in any way (``kill -9`` included), so a lock left by a killed
+run is never stale: the next run simply takes it. The file records the holder's pid for
+the error message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+
+from crawler.errors import CrawlerError
+
+
+class DatabaseLocked(CrawlerError):
+    """Another live crawl is using the database (CLI exit code 75, ``EX_TEMPFAIL``)."""
+
+
+class RunLock:
+    """``with RunLock(db_path): ...`` — raises ``DatabaseLocked`` if another run holds it."""
+
+    def __init__(self, db_path: str) -> None:
+        self.path = db_path + ".lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return self  # a folder we cannot write: the store will report it clearly
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise DatabaseLocked(
+                f"{self.path[:-5]}: in use by another crawl (pid {holder}); try again later"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # closing releases the flock

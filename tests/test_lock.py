@@ -1,0 +1,113 @@
+"""Run lock (one crawl per database), time budget, and runs left behind by dead processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import crawler
+from crawler import Settings
+from crawler.cli import main
+from crawler.errors import ConfigError
+from crawler.lock import DatabaseLocked, RunLock
+from crawler.settings import parse_duration
+from tests.sites import SiteServer, html_handler
+
+FAST = ["--concurrency", "4", "--per-host", "4", "--delay", "0", "--workers", "1", "--no-sitemaps"]
+
+
+def seeds(tmp_path: Path, url: str) -> str:
+    path = tmp_path / "seeds.txt"
+    path.write_text(url + "\n")
+    return str(path)
+
+
+def test_a_second_crawl_on_a_locked_database_exits_75(tmp_path: Path) -> None:
+    db = str(tmp_path / "x.db")
+    with SiteServer() as site, RunLock(db):
+        site.fallback = html_handler("<p>x</p>")
+        result = CliRunner().invoke(main, [seeds(tmp_path, site.url), "--db", db, *FAST])
+        assert site.hits == []
+    assert result.exit_code == 75
+    assert "in use by another crawl (pid" in result.stderr
+    with pytest.raises(DatabaseLocked), RunLock(db), RunLock(db):
+        pass
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
+    db = str(tmp_path / "x.db")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; sys.path.insert(0, sys.argv[2]); from crawler.lock import RunLock\n"
+         "with RunLock(sys.argv[1]):\n print('locked', flush=True); time.sleep(60)",
+         db, str(Path(__file__).resolve().parent.parent)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with pytest.raises(DatabaseLocked):
+        RunLock(db).__enter__()
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(10)
+    holder.stdout.close()
+    with RunLock(db):  # the OS released the dead holder's lock
+        pass
+
+
+def test_max_time_ends_the_run_cleanly(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(500))
+    with SiteServer(latency_s=0.05) as site:
+        site.routes = {"/": html_handler(links)}
+        site.fallback = html_handler("<p>leaf</p>")
+        started = time.monotonic()
+        report = crawler.run([site.url + "/"], Settings(db=db, concurrency=2, per_host=2,
+                             delay=0, workers=1, progress=False, sitemaps=False,
+                             max_time="1s"))  # fmt: skip
+        elapsed = time.monotonic() - started
+    assert (report.status, report.reason) == ("finished", "max-time")
+    assert 0 < report.pages < 500 and elapsed < 10
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT status, reason FROM runs").fetchone() == (
+            "finished", "max-time")  # fmt: skip
+
+
+def test_runs_of_dead_processes_are_closed_as_interrupted(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    with SiteServer() as site:
+        site.fallback = html_handler("<p>x</p>")
+        crawler.run([site.url + "/"], Settings(db=db, workers=1, progress=False, sitemaps=False))
+        with sqlite3.connect(db) as connection:  # as if a run had been killed mid-way
+            connection.execute("UPDATE runs SET status = 'running', ended_at = NULL")
+        crawler.run([site.url + "/"], Settings(db=db, workers=1, progress=False, sitemaps=False))
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT id, status, reason FROM runs ORDER BY id").fetchall()
+    assert rows == [(1, "interrupted", "process died"), (2, "finished", "done")]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90),
+        ("90s", 90),
+        ("50m", 3000),
+        ("1h30m", 5400),
+        ("2d", 172800),
+        ("0.5h", 1800),
+    ],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "m", "10x", "1h-5m", "ten"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ConfigError, match="not a duration"):
+        parse_duration(text, "--max-time")
