@@ -25,11 +25,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
+from typing import TYPE_CHECKING
 
 from crawler.discovery import Discovery
 from crawler.errors import FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
-from crawler.focus import Focus
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
 from crawler.lock import RunLock
 from crawler.neardup import NearDuplicates
@@ -44,6 +44,9 @@ from crawler.urls import Scope, normalize_url, url_hostname
 from parsers.page import Page, ParseJob
 from storage.base import PageRecord, RunSummary, SkipRecord, Store, StoreError
 from storage.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from crawler.focus import Focus
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,8 @@ class Engine:
         self._near = NearDuplicates()
         self._focus: Focus | None = None
         if settings.query:
+            from crawler.focus import Focus  # numba is loaded only for a crawl with a query
+
             self._focus = Focus(settings.query, settings.device)
         self._ssrf_memo: dict[str, str | None] = {}
         self._skips: list[SkipRecord] = []

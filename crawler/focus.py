@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import numba
 import numpy as np
 
 from crawler.scoring import BM25Stats, TokenBatch, score_batch, select_device
@@ -74,14 +73,10 @@ class Focus:
     def score_now(self, blobs: list[bytes]) -> np.ndarray:
         """Observe and score a batch synchronously (the kernel call itself).
 
-        During a crawl the parse workers have the cores: the kernel runs on one thread here
-        (``crawl rank`` uses them all).
+        During a crawl the parse workers have the cores: the serial twin of the fused kernel
+        runs here, so numba's thread pool is never started in the crawl (``crawl rank`` uses
+        the parallel kernel and all cores).
         """
         batch = TokenBatch.from_counts([decode_counts(blob) for blob in blobs])
         self.stats.observe(batch)
-        threads = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
-            return score_batch(batch, self.stats, self.query_ids, self.device)
-        finally:
-            numba.set_num_threads(threads)
+        return score_batch(batch, self.stats, self.query_ids, self.device, parallel=False)

@@ -22,9 +22,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseError
-from parsers.html import parse_batch
 from parsers.page import Page, ParseFailure, ParseJob
-from parsers.worker import init_worker, warm_up
+from parsers.worker import init_worker, parse_batch, warm_up
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

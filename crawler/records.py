@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from crawler.fetch import FetchResult
 from crawler.frontier import FetchJob
-from parsers.html import content_hash
-from parsers.page import Page
+from parsers.page import Page, content_hash
 from storage.base import PageRecord
 
 

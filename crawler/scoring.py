@@ -238,6 +238,17 @@ def _bm25_cpu(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
     return out
 
 
+@njit(cache=True)
+def _bm25_serial(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
+    """The same loop on the calling thread: for the small batches scored during a crawl,
+    where the parse workers already have the cores and a parallel launch costs more than
+    it saves."""
+    out = np.empty(lengths.size, dtype=np.float64)
+    for d in range(lengths.size):
+        out[d] = _doc_score_cpu(d, ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl)
+    return out
+
+
 # Bound by _cuda() on first GPU use. Module globals, not closure cells: the CUDA simulator swaps
 # the numba.cuda module for its fake only where a kernel's __globals__ refer to it.
 _cuda_module: Any = None
@@ -314,27 +325,36 @@ class _DeviceCorpus:
         return np.asarray(self.out.copy_to_host(), dtype=np.float64)
 
 
-def _score(batch: TokenBatch, q: U32Array, idf: F64Array, avgdl: float, device: str) -> F64Array:
+def _score(
+    batch: TokenBatch, q: U32Array, idf: F64Array, avgdl: float, device: str, parallel: bool = True
+) -> F64Array:
     if device == "gpu":
         return _DeviceCorpus(batch).score(q, idf, avgdl)
     arrays = (batch.ids, batch.counts, batch.offsets, batch.lengths)
-    scores = _bm25_cpu(*arrays, q, idf, _query_filter(q), K1, B, avgdl)
+    kernel = _bm25_cpu if parallel else _bm25_serial
+    scores = kernel(*arrays, q, idf, _query_filter(q), K1, B, avgdl)
     return np.asarray(scores, dtype=np.float64)
 
 
 def score_batch(
-    batch: TokenBatch, stats: BM25Stats, query_ids: npt.ArrayLike, device: str = "cpu"
+    batch: TokenBatch,
+    stats: BM25Stats,
+    query_ids: npt.ArrayLike,
+    device: str = "cpu",
+    *,
+    parallel: bool = True,
 ) -> F64Array:
     """BM25 score of each document of ``batch`` (float64, in batch order).
 
-    ``stats`` must track every id of ``query_ids`` (duplicates count once). The default is the
+    ``stats`` must track every id of ``query_ids`` (duplicates count once). ``parallel=False``
+    runs the serial twin of the fused kernel (same ``_doc_score``, same results). The default is the
     CPU: during a crawl tokenizing dominates and a GPU round trip per batch does not pay off.
     """
     target = select_device(device)
     q = _distinct_sorted(query_ids)
     if q.size == 0 or batch.n_docs == 0:
         return np.zeros(batch.n_docs, dtype=np.float64)
-    return _score(batch, q, stats.idf(q), stats.avgdl, target)
+    return _score(batch, q, stats.idf(q), stats.avgdl, target, parallel)
 
 
 def reference_bm25(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from selectolax.lexbor import LexborHTMLParser
 
 from parsers.links import resolve_url, resolve_url_cached
-from parsers.page import Page, ParseFailure, ParseJob
+from parsers.page import Page, ParseFailure, ParseJob, content_hash
 from parsers.tokens import encode_counts, simhash_text, tokenize
 
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template"]
@@ -200,12 +199,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
     )
 
 
-def content_hash(body: bytes) -> str:
-    """A 128-bit BLAKE2b digest of the body, hex: equal bodies, equal hashes."""
-    return hashlib.blake2b(body, digest_size=16).hexdigest()
-
-
-_OFFERED_MAX = 500_000
+_OFFERED_MAX = 100_000
 _offered: dict[str, int] = {}
 """Links this worker process offered to the frontier, with the smallest depth offered at."""
 

@@ -47,7 +47,7 @@ def _upper_escape(match: re.Match[str]) -> str:
     return chr(code) if code in _UNRESERVED else match.group(0).upper()
 
 
-_CACHE_MAX = 200_000
+_CACHE_MAX = 50_000
 _resolved: dict[str, str | None] = {}
 
 

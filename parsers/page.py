@@ -5,7 +5,13 @@ Invariants: plain, frozen, slotted, picklable; no parser nodes, no sockets, no c
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+
+
+def content_hash(body: bytes) -> str:
+    """A 128-bit BLAKE2b digest of the body, hex: equal bodies, equal hashes."""
+    return hashlib.blake2b(body, digest_size=16).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Set-up of a parse worker process (run once per process by the pool).
 
-Workers ignore SIGINT: a Ctrl-C in a terminal reaches the whole process group, and the
+``parse_batch`` is what the pool submits. Workers ignore SIGINT: a Ctrl-C in a terminal reaches the whole process group, and the
 parent decides how to stop; a worker dying of it would break the pool mid-batch.
 """
 
@@ -10,6 +10,16 @@ import os
 import signal
 
 from selectolax.lexbor import LexborHTMLParser
+
+from parsers.page import Page, ParseFailure, ParseJob
+
+
+def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
+    """``parsers.html.parse_batch``, imported here in the worker: the main process submits
+    this function and so never imports the parser and its numba kernels."""
+    from parsers.html import parse_batch as parse
+
+    return parse(jobs)
 
 
 def init_worker() -> None:

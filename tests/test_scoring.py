@@ -74,6 +74,11 @@ def test_cpu_kernel_equals_reference(
     want = reference_for(token_docs, query)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=0)
+    batch = TokenBatch.from_counts(token_docs)
+    stats = BM25Stats(np.array(query, dtype=np.uint32))
+    stats.observe(batch)
+    serial = score_batch(batch, stats, query, "cpu", parallel=False)
+    np.testing.assert_array_equal(serial, got)  # the serial twin: the same numbers
 
 
 def test_cpu_kernel_on_tokenized_text() -> None:
