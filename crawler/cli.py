@@ -10,6 +10,7 @@ Heavy modules (aiohttp, the engine) are imported only when a command runs, so th
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,6 +204,10 @@ def export_command(db: Path, fmt: str, output: Path | None, dedup: bool) -> None
                 count = export_pages(str(db), fmt, handle, dedup)
     except StoreError as exc:
         _fail(EXIT_USAGE, str(exc))
+    except BrokenPipeError:
+        # the reader went away (``crawl export db | head``): stop quietly, like other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_FAILED)
     except OSError as exc:
         _fail(EXIT_USAGE, f"{output}: {exc.strerror}")
     click.echo(f"exported {count} pages", err=True)

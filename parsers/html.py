@@ -172,7 +172,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
     )
     tree.strip_tags(_INVISIBLE_TAGS)
     root = tree.body if tree.body is not None else tree.root
-    text = root.text(separator=" ", strip=True) if root is not None else ""
+    text = root.text(separator=" ", strip=True).strip() if root is not None else ""
     if noindex:
         text = ""
     counts = tokenize(text)
