@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser
 
-from parsers.links import resolve_url, resolve_url_cached
+from parsers.links import resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
 from parsers.tokens import encode_counts, simhash_text, tokenize
 
@@ -107,7 +107,7 @@ def _links(
         href = attributes.get("src" if node.tag in _FRAME_TAGS else "href")
         if not href:
             continue
-        url = resolve_url_cached(base, href.strip())
+        url = resolve_url(base, href.strip())
         if url is None:
             continue
         if len(found) < max_links:

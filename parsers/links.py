@@ -47,40 +47,6 @@ def _upper_escape(match: re.Match[str]) -> str:
     return chr(code) if code in _UNRESERVED else match.group(0).upper()
 
 
-_CACHE_MAX = 50_000
-_resolved: dict[str, str | None] = {}
-
-
-def _cache_key(base: str, href: str) -> str:
-    """A key holding exactly what the resolution of ``href`` against ``base`` depends on.
-
-    An absolute http(s) href depends on nothing else; a root-relative one on the origin; a
-    path-relative one on the base's directory (scheme, authority, path up to its last
-    ``/``); only an empty, ``?``- or ``#``-href on the whole base.
-    """
-    if href.startswith(_HTTP_PREFIXES):
-        return href
-    first = href[:1]
-    if not first or first in "?#":
-        return base + "\0" + href
-    query = base.find("?")
-    slash = base.rfind("/", 0, query if query >= 0 else len(base))
-    return base[: slash + 1] + "\0" + href
-
-
-def resolve_url_cached(base: str, href: str) -> str | None:
-    """``resolve_url`` with a per-process memo: navigation links repeat across a site's pages."""
-    key = _cache_key(base, href)
-    try:
-        return _resolved[key]
-    except KeyError:
-        pass
-    if len(_resolved) >= _CACHE_MAX:
-        _resolved.clear()
-    url = _resolved[key] = resolve_url(base, href)
-    return url
-
-
 def resolve_url(base: str, href: str) -> str | None:
     """Resolve ``href`` against ``base`` as a browser would; ``None`` if invalid or not http(s).
 
