@@ -9,24 +9,28 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PageRecord:
-    """One fetched URL as stored: a parsed page, a non-HTML response or a failure."""
+    """One fetched URL as stored: a parsed page, a non-HTML response or a failure.
+
+    The parsed-page fields default to ``None``: records of responses that were not parsed
+    leave them out.
+    """
 
     url: str
     final_url: str
     status: int | None
     error: str | None
     content_type: str | None
-    title: str | None
-    text: str | None
-    lang: str | None
-    canonical: str | None
-    meta_robots: str | None
     depth: int
     body_bytes: int | None
-    content_hash: str | None
     fetched_at: str
+    title: str | None = None
+    text: str | None = None
+    lang: str | None = None
+    canonical: str | None = None
+    meta_robots: str | None = None
+    content_hash: str | None = None
     links_json: str = "[]"
     """Every outlink, as a JSON array of normalised URLs."""
     attempts: int = 1
