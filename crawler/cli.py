@@ -72,6 +72,12 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--max-pages", type=int, help="Stop after fetching this many pages.")
 @click.option("--max-depth", type=int, help="Follow links at most this deep (seeds are 0).")
 @click.option("--max-time", help="End the run cleanly after this long (90s, 50m, 1h30m).")
+@click.option("--recrawl-after", help=_help("A fetched page is due again after this long; "
+              "a later run refetches it with a conditional GET.", "1d"))  # fmt: skip
+@click.option("--max-interval", help=_help("Longest recrawl interval an unchanged page grows "
+              "to; pages fetched longer ago are due (0: all due now).", "30d"))  # fmt: skip
+@click.option("--store-body", is_flag=True, default=None, help="Keep raw bodies (compressed) "
+              "and headers, for `crawl export --format warc`.")  # fmt: skip
 @click.option("--concurrency", type=int, help=_help("Requests in flight, all hosts.", 16))
 @click.option("--per-host", type=int, help=_help("Requests in flight per host.", 2))
 @click.option("--delay", type=float, help=_help("Seconds between request starts per host.", 1.0))
@@ -115,6 +121,9 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--quiet", "-q", is_flag=True, default=None, help="Only warnings and errors.")
 @click.option("--verbose", "-v", is_flag=True, default=None, help="Log every request.")
 @click.option("--no-progress", is_flag=True, default=None, help="No progress bar.")
+@click.option("--log-file", help="Append the log here instead of standard error.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), help=_help(
+              "Log lines as text or as JSON objects.", "text"))  # fmt: skip
 def crawl_command(seeds: Path, config_file: Path | None, **flags: Any) -> None:
     """Crawl from the URLs in SEEDS (one per line, # comments) and store pages in --db."""
     try:
@@ -152,14 +161,17 @@ def _fail(code: int, message: str) -> None:
 
 
 def _setup_logging(settings: Settings) -> None:
-    level = (
-        logging.WARNING if settings.quiet else logging.DEBUG if settings.verbose else logging.INFO
-    )
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    if not settings.verbose:
-        logging.getLogger("asyncio").setLevel(logging.WARNING)
+    from crawler.logs import setup_logging
+
+    try:
+        setup_logging(
+            quiet=settings.quiet,
+            verbose=settings.verbose,
+            log_file=settings.log_file,
+            log_format=settings.log_format,
+        )
+    except OSError as exc:
+        _fail(EXIT_USAGE, f"--log-file {settings.log_file}: {exc.strerror}")
 
 
 def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
@@ -251,16 +263,61 @@ def runs_command(db: Path) -> None:
         rows = read_runs(str(db))
     except StoreError as exc:
         _fail(EXIT_USAGE, str(exc))
-    click.echo("id\tstarted_at\tended_at\tstatus\treason\tpages_ok\tpages_failed\tbytes")
+    click.echo(
+        "id\tstarted_at\tended_at\tstatus\treason\tpages_ok\tpages_failed\tpages_unchanged\tbytes"
+    )
     for row in rows:
         click.echo("\t".join("" if v is None else str(v) for v in row))
+
+
+@main.command("stats")
+@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+def stats_command(db: Path, as_json: bool) -> None:
+    """Summarise DB: URLs by state, pages by status, what is due, hosts, runs, size."""
+    import json
+    import time
+
+    from storage.base import StoreError
+    from storage.stats import read_stats
+
+    try:
+        stats = read_stats(str(db), time.time())
+    except StoreError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    if as_json:
+        click.echo(json.dumps(stats, indent=2))
+        return
+    for line in stats_lines(stats):
+        click.echo(line)
+
+
+def stats_lines(stats: dict[str, Any]) -> list[str]:
+    """``crawl stats`` as aligned plain lines."""
+    urls = stats["urls"]
+    lines = [
+        f"database     {stats['db']} ({stats['size_bytes'] / 1e6:.1f} MB, "
+        f"schema {stats['schema_version']})",
+        f"urls         {sum(urls.values())}: "
+        + ", ".join(f"{state} {count}" for state, count in sorted(urls.items())),
+        f"due now      {stats['due']} (next due {stats['next_due'] or '-'})",
+        f"pages        {stats['pages']} ({stats['pages_with_text']} with text, "
+        f"{stats['duplicates']} duplicates, {stats['changed']} changed since first fetch)",
+        "by status    " + ", ".join(f"{k}: {v}" for k, v in stats["by_status"].items()),
+        f"hosts        {stats['hosts']}",
+        f"runs         {stats['runs']} (last: {stats['last_run'] or '-'})",
+    ]
+    if stats["skipped"]:
+        lines.append("skipped      " + ", ".join(f"{k}: {v}" for k, v in stats["skipped"].items()))
+    return lines
 
 
 def report_lines(report: CrawlReport) -> list[str]:
     """The end-of-crawl summary as plain lines (no colour): for logs and non-terminals."""
     lines = [
         f"crawl {report.status} ({report.reason}): {report.pages_ok} pages ok, "
-        f"{report.pages_failed} failed, {report.bytes / 1e6:.1f} MB in {report.elapsed_s:.1f} s "
+        f"{report.pages_failed} failed, {report.pages_unchanged} unchanged, "
+        f"{report.bytes / 1e6:.1f} MB in {report.elapsed_s:.1f} s "
         f"({report.pages_per_s:.0f} pages/s); run {report.run_id} in {report.db}"
     ]
     if report.by_status:

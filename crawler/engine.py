@@ -21,8 +21,9 @@ import contextlib
 import json
 import logging
 import time
+import zlib
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING
@@ -30,19 +31,20 @@ from typing import TYPE_CHECKING
 from crawler.discovery import Discovery
 from crawler.errors import FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
-from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
+from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
 from crawler.lock import RunLock
 from crawler.neardup import NearDuplicates
 from crawler.pool import ParsePool
-from crawler.records import failure_record, page_record, plain_record
+from crawler.records import failure_record, page_record, plain_record, unchanged_record
+from crawler.recrawl import CHANGED, FAILED, FIRST, UNCHANGED, next_interval
 from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
 from crawler.retry import RetryPolicy, classify, parse_retry_after
 from crawler.settings import Settings
 from crawler.ssrf import HostAllowed, allow_hosts, check_url_host
 from crawler.traps import TrapLimits, strip_session_ids, trap_reason
 from crawler.urls import Scope, normalize_url, url_hostname
-from parsers.page import Page, ParseJob
-from storage.base import PageRecord, RunSummary, SkipRecord, Store, StoreError
+from parsers.page import Page, ParseJob, content_hash
+from storage.base import PageRecord, RunSummary, SkipRecord, Store, StoreError, UrlRecord
 from storage.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -58,6 +60,12 @@ _ANCHOR_BONUS = 2.0
 
 _WRITE_BATCH = 256
 _WRITE_IDLE_S = 0.25
+_WINDOW = 100_000
+"""Queued URLs held in memory; the rest wait in the store (bounded memory at any size)."""
+_CLAIM_BATCH = 10_000
+_STOP_GRACE_S = 5.0
+"""After a stop (signal, --max-time), requests still running after this are cancelled;
+their URLs stay queued in the store for the next run."""
 
 
 _clock_cache: list[object] = [0, ""]
@@ -101,6 +109,7 @@ class Engine:
             check_robots=not settings.ignore_robots,
             max_crawl_delay_s=settings.max_crawl_delay,
             max_pages_per_host=settings.max_pages_per_host,
+            window=_WINDOW,
         )
         self._retry_policy = RetryPolicy(max_retries=settings.retries)
         self._trap_limits = TrapLimits(max_url_chars=settings.max_url_length)
@@ -119,6 +128,14 @@ class Engine:
             self._focus = Focus(settings.query, settings.device)
         self._ssrf_memo: dict[str, str | None] = {}
         self._skips: list[SkipRecord] = []
+        self._found: list[UrlRecord] = []
+        self._backlog = 0
+        """URLs queued in the store (or about to be written there) but not in memory."""
+        self._spills = 0
+        self._refill_task: asyncio.Task[None] | None = None
+        self._tasks: asyncio.TaskGroup | None = None
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._run_id = 0
         self._counters = RunCounters()
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._pipeline = asyncio.Semaphore(settings.concurrency * 4)
@@ -137,6 +154,16 @@ class Engine:
         if self._stop_reason is None:
             self._stop_reason = reason
             self._wake.set()
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing in flight
+                asyncio.get_running_loop().call_later(_STOP_GRACE_S, self._cancel_jobs)
+
+    def _cancel_jobs(self) -> None:
+        """Cancel the jobs still running after a stop's grace period (their URLs stay
+        queued in the store)."""
+        if self._jobs:
+            log.warning("cancelling %d requests still in flight; they stay queued", len(self._jobs))
+        for task in self._jobs:
+            task.cancel()
 
     def progress(self) -> Progress:
         return Progress(
@@ -181,9 +208,15 @@ class Engine:
 
     # -- the run -----------------------------------------------------------------------------
     async def _crawl(self, run_id: int) -> tuple[str, str]:
-        now = time.monotonic()
-        for seed in self.seeds:
-            self._frontier.add(seed, 0, now)
+        self._run_id = run_id
+        store = self._store
+        self._backlog = await store.open_frontier(
+            run_id, self.seeds, time.time(), utc_now(), self.settings.max_interval
+        )
+        if store.exclusive:
+            mark_seen = self._frontier.mark_seen
+            async for url in store.known_urls():
+                mark_seen(url)
         if self.settings.max_time is not None:
             deadline = asyncio.get_running_loop().call_later(
                 self.settings.max_time, self.stop, "max-time"
@@ -195,6 +228,7 @@ class Engine:
             self._fetcher = Fetcher(session, self.settings)
             self._pool = pool
             async with asyncio.TaskGroup() as tasks:
+                self._tasks = tasks
                 writer = tasks.create_task(self._write(run_id))
                 ticker = tasks.create_task(self._tick()) if self._on_progress else None
                 await self._dispatch(tasks)
@@ -226,13 +260,17 @@ class Engine:
                 self._pipeline.release()
                 return
             self._unfinished += 1
-            tasks.create_task(self._run_job(job))
+            task = tasks.create_task(self._run_job(job))
+            self._jobs.add(task)
+            task.add_done_callback(self._jobs.discard)
 
     async def _next_job(self) -> FetchJob | None:
         """The next job to run, waiting for one; ``None`` when the crawl is over."""
         while True:
             wait_until: float | None = None
-            if self._stop_reason is None and not self._budget_spent():
+            working = self._stop_reason is None and not self._budget_spent()
+            if working:
+                self._maybe_refill()
                 item = self._frontier.next(time.monotonic())
                 self._count_skipped()
                 if isinstance(item, FetchJob):
@@ -240,7 +278,8 @@ class Engine:
                         self._issued += 1
                     return item
                 wait_until = item
-            if self._unfinished == 0 and wait_until is None:
+            busy = self._unfinished or self._refill_task is not None or (working and self._backlog)
+            if not busy and wait_until is None:
                 return None  # nothing queued that may start, nothing running that could add
             self._wake.clear()
             timeout = None if wait_until is None else max(0.0, wait_until - time.monotonic())
@@ -249,6 +288,43 @@ class Engine:
                     await self._wake.wait()
             except TimeoutError:
                 pass
+
+    def _maybe_refill(self) -> None:
+        """Start loading queued URLs from the store when the memory window runs low."""
+        if (
+            self._backlog > 0
+            and self._refill_task is None
+            and self._frontier.queued < _WINDOW // 4
+            and self._tasks is not None
+        ):
+            self._refill_task = self._tasks.create_task(self._refill())
+
+    async def _refill(self) -> None:
+        try:
+            while self._backlog > 0 and self._frontier.queued < _WINDOW // 4:
+                if self._stop_reason is not None:
+                    return
+                spills_before = self._spills
+                await self._save([], self._run_id)  # URLs found so far, visible to the claim
+                want = min(self._frontier.room, _CLAIM_BATCH)
+                rows = await self._store.claim(self._run_id, want, time.time())
+                now, load = time.monotonic(), self._frontier.load
+                for row in rows:
+                    known = None
+                    if row.content_hash is not None or row.etag or row.last_modified:
+                        known = Known(row.etag, row.last_modified, row.content_hash,
+                                      row.interval_s)  # fmt: skip
+                    elif row.interval_s is not None:
+                        known = Known(None, None, None, row.interval_s)
+                    load(row.url, row.depth, now, row.priority, known)
+                if len(rows) < want:  # the store is drained, but for URLs found meanwhile
+                    self._backlog = self._spills - spills_before
+                else:
+                    self._backlog = max(0, self._backlog - len(rows))
+                self._wake.set()
+        finally:
+            self._refill_task = None
+            self._wake.set()
 
     def _count_skipped(self) -> None:
         if self._frontier.skipped:
@@ -328,13 +404,23 @@ class Engine:
         start = time.monotonic()
         result: FetchResult | None = None
         error: str | None = self.ssrf_check(job.url)
+        known = job.known
         if error is None:
             try:
                 check = check_redirect or partial(self._check_redirect, depth=job.depth)
-                result = await self._fetcher.fetch(job.url, check, any_type=any_type)
+                result = await self._fetcher.fetch(
+                    job.url, check, any_type=any_type,
+                    etag=known.etag if known else None,
+                    last_modified=known.last_modified if known else None,
+                )  # fmt: skip
             except FetchError as exc:
                 error = exc.reason
                 log.info("failed %s: %s", job.url, exc.message)
+            except asyncio.CancelledError:
+                # cancelled after a stop: free the slots; the URL stays queued in the store
+                self._frontier.release(job, time.monotonic())
+                self._slots.release()
+                raise
         now = time.monotonic()
         status = result.status if result is not None else None
         retry_after_s = _retry_after_s(result)
@@ -365,6 +451,52 @@ class Engine:
             return failure_record(job, fetched.error, fetched_at)
         if self.settings.verbose:
             log.info("%d %s", result.status, job.url)
+        record = await self._page_from(job, result, fetched_at)
+        return self._schedule(job, result, record)
+
+    def _schedule(self, job: FetchJob, result: FetchResult, record: PageRecord) -> PageRecord:
+        """Add what the store keeps for the next visit: validators, interval, due time,
+        and with ``--store-body`` the raw exchange."""
+        known = job.known
+        if record.unchanged:
+            outcome = UNCHANGED
+        elif record.state == "failed":
+            outcome = FAILED
+        elif known is None or known.content_hash is None:
+            outcome = FIRST
+        else:
+            outcome = UNCHANGED if known.content_hash == record.content_hash else CHANGED
+        settings = self.settings
+        interval = next_interval(known.interval_s if known else None, outcome,
+                                 settings.recrawl_after, settings.max_interval)  # fmt: skip
+        body = None
+        if settings.store_body and result.raw is not None and not record.unchanged:
+            body = zlib.compress(result.raw, 6)
+        return replace(
+            record,
+            etag=result.etag,
+            last_modified=result.last_modified,
+            next_fetch_at=time.time() + interval,
+            interval_s=interval,
+            body=body,
+            headers=result.headers_json if body is not None else None,
+        )
+
+    async def _page_from(self, job: FetchJob, result: FetchResult, fetched_at: str) -> PageRecord:
+        """The record of a response: parsed when it is HTML, unchanged when a recrawl found
+        the stored version current."""
+        assert self._pool is not None
+        known = job.known
+        if known is not None and (
+            (result.status == 304 and (known.etag or known.last_modified))
+            or (
+                known.content_hash is not None
+                and 200 <= result.status < 300
+                and result.body is not None
+                and content_hash(result.body) == known.content_hash
+            )
+        ):
+            return unchanged_record(job, result, fetched_at)
         if not 200 <= result.status < 300 or result.body is None:
             return plain_record(job, result, fetched_at)
         if not result.is_html:
@@ -432,12 +564,29 @@ class Engine:
                 priority = base_priority
                 if anchor_hits:
                     priority += _ANCHOR_BONUS * anchor_hits.get(url, 0)
-                added |= frontier.add(url, depth, now, priority=priority)
+                added |= self._enqueue(url, depth, now, priority)
             else:
                 frontier.mark_seen(url)  # refused now means refused for this run
                 self.skip(url, depth, reason)
         if added:
             self._wake.set()
+
+    def _enqueue(self, url: str, depth: int, now: float, priority: float = 0.0) -> bool:
+        """Queue a new URL: in the memory window when there is room and this process owns
+        the frontier, else in the store only (a later refill brings it in). Either way it is
+        written to the store with the next batch. ``False`` if it was seen before."""
+        frontier = self._frontier
+        if self._store.exclusive and frontier.has_room:
+            if not frontier.add(url, depth, now, priority=priority):
+                return False
+            self._found.append(UrlRecord(url, depth, priority, True, utc_now()))
+            return True
+        if not frontier.mark_seen(url):
+            return False
+        self._found.append(UrlRecord(url, depth, priority, False, utc_now()))
+        self._spills += 1
+        self._backlog += 1
+        return True
 
     def admit(self, url: str) -> str | None:
         """``None`` if a newly found URL may be queued, else why not (scope, trap ...)."""
@@ -480,7 +629,7 @@ class Engine:
             return reason
         if robots is None:
             # another origin whose robots.txt is not known yet: queue the target there
-            if frontier.add(target, depth, time.monotonic()):
+            if self._enqueue(target, depth, time.monotonic()):
                 self._wake.set()
                 return "queued"
             return "seen"
@@ -501,15 +650,19 @@ class Engine:
                 await self._save(batch, run_id)
                 return
             batch.append(record)
-            self._counters.count_page(record.status, record.error, record.body_bytes)
+            self._counters.count_page(
+                record.status, record.error, record.body_bytes, record.unchanged
+            )
             if len(batch) >= _WRITE_BATCH:
                 await self._save(batch, run_id)
 
     async def _save(self, batch: list[PageRecord], run_id: int) -> None:
         skips, self._skips = self._skips, []
-        if batch or skips:
-            await self._store.save(batch[:], skips, run_id)
+        found, self._found = self._found, []
+        if batch or skips or found:
+            pages = batch[:]
             batch.clear()
+            await self._store.save(pages, found, skips, run_id)
 
     async def _tick(self) -> None:
         assert self._on_progress is not None
@@ -534,13 +687,15 @@ class Engine:
             by_status=dict(counters.by_status),
             errors=dict(counters.errors),
             skipped=dict(counters.skipped),
-            queued_left=self._frontier.queued,
+            queued_left=self._frontier.queued + self._backlog,
+            pages_unchanged=counters.pages_unchanged,
         )
 
     async def _finish(self, run_id: int, report: CrawlReport) -> None:
         summary = RunSummary(
-            report.status, report.reason, report.pages_ok, report.pages_failed, report.bytes
-        )
+            report.status, report.reason, report.pages_ok, report.pages_failed, report.bytes,
+            report.pages_unchanged,
+        )  # fmt: skip
         try:
             await self._store.finish_run(run_id, summary, report.ended_at)
         except StoreError as exc:

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +64,12 @@ class FetchResult:
     """Why a redirect was not followed (its target was out of scope, seen before ...)."""
     retry_after: str | None = None
     """The ``Retry-After`` header, if any."""
+    etag: str | None = None
+    last_modified: str | None = None
+    raw: bytes | None = None
+    """``--store-body``: the body as received (before Content-Encoding decoding)."""
+    headers_json: str | None = None
+    """``--store-body``: status line, response and request headers, as JSON."""
 
     @property
     def is_html(self) -> bool:
@@ -123,18 +130,33 @@ class Fetcher:
         self._max_body_bytes = settings.max_body_bytes
         self._max_redirects = settings.max_redirects
         self._timeout_s = settings.timeout
+        self._keep_raw = settings.store_body
 
     async def fetch(
-        self, url: str, check_redirect: RedirectCheck | None = None, *, any_type: bool = False
+        self,
+        url: str,
+        check_redirect: RedirectCheck | None = None,
+        *,
+        any_type: bool = False,
+        etag: str | None = None,
+        last_modified: str | None = None,
     ) -> FetchResult:
         """GET ``url``, following redirects that ``check_redirect`` allows.
 
         ``any_type`` downloads the body whatever its type (robots.txt, sitemaps).
+        ``etag`` / ``last_modified`` make it a conditional GET (a 304 when unchanged).
         Raises a ``FetchError`` for transport failures, timeouts and oversize bodies.
         """
+        conditional: dict[str, str] | None = None
+        if etag or last_modified:
+            conditional = {}
+            if etag:
+                conditional["If-None-Match"] = etag
+            if last_modified:
+                conditional["If-Modified-Since"] = last_modified
         try:
             # aiohttp's ClientTimeout(total=...) is the deadline: it covers the body too.
-            return await self._follow(url, check_redirect, any_type)
+            return await self._follow(url, check_redirect, any_type, conditional)
         except FetchError:
             raise
         except TimeoutError as exc:
@@ -152,11 +174,15 @@ class Fetcher:
             raise BadResponse(url, str(exc) or type(exc).__name__) from exc
 
     async def _follow(
-        self, url: str, check_redirect: RedirectCheck | None, any_type: bool
+        self,
+        url: str,
+        check_redirect: RedirectCheck | None,
+        any_type: bool,
+        conditional: dict[str, str] | None,
     ) -> FetchResult:
         current, visited = url, {url}
         for _ in range(self._max_redirects + 1):
-            result = await self._get(url, current, any_type)
+            result = await self._get(url, current, any_type, conditional)
             if result.redirect_to is None:
                 return result
             target = result.redirect_to
@@ -169,10 +195,14 @@ class Fetcher:
             current = target
         raise BadResponse(url, f"more than {self._max_redirects} redirects")
 
-    async def _get(self, url: str, current: str, any_type: bool) -> FetchResult:
+    async def _get(
+        self, url: str, current: str, any_type: bool, conditional: dict[str, str] | None
+    ) -> FetchResult:
         # URLs here are WHATWG-serialised by ada (ASCII, percent-encoded): yarl need not
         # re-quote them, which saves a parse per request.
-        async with self._session.get(URL(current, encoded=True), allow_redirects=False) as resp:
+        async with self._session.get(
+            URL(current, encoded=True), allow_redirects=False, headers=conditional
+        ) as resp:
             status = resp.status
             headers = resp.headers
             content_type = resp.content_type if "Content-Type" in headers else ""
@@ -193,23 +223,39 @@ class Fetcher:
                     redirect_to=target,
                 )
             body: bytes | None = None
-            if any_type or content_type in HTML_TYPES or content_type in SNIFFED_TYPES:
-                body = await self._read(url, resp)
-            return FetchResult(url, current, status, content_type, charset, body, robots_tag,
-                               retry_after=headers.get("Retry-After"))  # fmt: skip
+            raw: bytearray | None = bytearray() if self._keep_raw else None
+            if status != 304 and (
+                any_type or content_type in HTML_TYPES or content_type in SNIFFED_TYPES
+            ):
+                body = await self._read(url, resp, raw)
+            return FetchResult(
+                url, current, status, content_type, charset, body, robots_tag,
+                retry_after=headers.get("Retry-After"), etag=headers.get("ETag"),
+                last_modified=headers.get("Last-Modified"),
+                raw=bytes(raw) if raw is not None and body is not None else None,
+                headers_json=_headers_json(resp) if raw is not None else None,
+            )  # fmt: skip
 
-    async def _read(self, url: str, resp: aiohttp.ClientResponse) -> bytes:
+    async def _read(
+        self, url: str, resp: aiohttp.ClientResponse, raw: bytearray | None = None
+    ) -> bytes:
+        """The decoded body; ``raw`` (if given) receives the bytes as they came."""
         cap = self._max_body_bytes
         length = resp.content_length
         if length is not None and length > cap:
             raise TooLarge(url, f"Content-Length {length} exceeds {cap} bytes")
         encoding = resp.headers.get("Content-Encoding", "")
         if length is not None and not codings(encoding):
-            return await resp.read()  # fast path: the size is known and the body is not encoded
+            data = await resp.read()  # fast path: the size is known and the body is not encoded
+            if raw is not None:
+                raw += data
+            return data
         body = bytearray()
         try:
             decoder = BodyDecoder(encoding, cap)
             while chunk := await resp.content.read(_CHUNK_BYTES):
+                if raw is not None:
+                    raw += chunk
                 body += decoder.feed(chunk)
             body += decoder.finish()
         except BodyTooLarge as exc:
@@ -217,6 +263,26 @@ class Fetcher:
         except BadEncoding as exc:
             raise BadResponse(url, str(exc)) from exc
         return bytes(body)
+
+
+def _headers_json(resp: aiohttp.ClientResponse) -> str:
+    """The exchange's header part, for WARC records: status line, response headers in order
+    (as received), request headers as sent."""
+    version = resp.version
+    return json.dumps(
+        {
+            "http_version": f"{version.major}.{version.minor}" if version else "1.1",
+            "status": resp.status,
+            "reason": resp.reason or "",
+            "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in resp.raw_headers],
+            "request": {
+                "method": resp.request_info.method,
+                "url": str(resp.request_info.real_url),
+                "headers": [[k, v] for k, v in resp.request_info.headers.items()],
+            },
+        },
+        ensure_ascii=False,
+    )
 
 
 def _replace_stopped(result: FetchResult, reason: str) -> FetchResult:

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from crawler.politeness import HostPace
 from crawler.urls import url_origin
@@ -35,6 +35,16 @@ class RobotsState(Enum):
     UNKNOWN = 0
     PENDING = 1
     READY = 2
+
+
+class Known(NamedTuple):
+    """What an earlier fetch of a URL left: validators for a conditional GET, the content
+    hash to tell an unchanged body, and the recrawl interval that made it due."""
+
+    etag: str | None
+    last_modified: str | None
+    content_hash: str | None
+    interval_s: float | None
 
 
 class Rules(Protocol):
@@ -53,6 +63,8 @@ class FetchJob:
     kind: str = PAGE
     attempt: int = 0
     """Retries already made for this URL."""
+    known: Known | None = None
+    """Set when the URL was fetched before (a recrawl)."""
 
     @property
     def robots(self) -> bool:
@@ -63,8 +75,8 @@ class FetchJob:
 class _Host:
     origin: str
     pace: HostPace
-    queue: list[tuple[float, int, str, int, str, int]] = field(default_factory=list)
-    """A heap of (-priority, sequence, url, depth, kind, attempt)."""
+    queue: list[tuple[float, int, str, int, str, int, Known | None]] = field(default_factory=list)
+    """A heap of (-priority, sequence, url, depth, kind, attempt, known)."""
     in_flight: int = 0
     next_start: float = 0.0
     scheduled: bool = False
@@ -88,6 +100,7 @@ class Frontier:
         check_robots: bool = True,
         max_crawl_delay_s: float = 30.0,
         max_pages_per_host: int | None = None,
+        window: int = 1 << 62,
     ) -> None:
         self._per_host = per_host
         self._delay_s = delay_s
@@ -99,26 +112,39 @@ class Frontier:
         self._hosts: dict[str, _Host] = {}
         self._ready: list[tuple[float, int, str]] = []
         self._seq = 0
-        self._seen: set[str] = set()
+        self._window = window
+        self._seen: set[int] = set()
+        """``hash()`` of every URL known: 64 bits hold a million URLs in ~60 MB, their
+        strings would take ~3x that. A collision (p ~ 3e-8 at 1 M URLs) skips a URL."""
         self.queued = 0
         self.in_flight = 0
         self.skipped: list[tuple[str, int, str]] = []
 
     # -- adding -----------------------------------------------------------------------------
     def seen(self, url: str) -> bool:
-        return url in self._seen
+        return hash(url) in self._seen
 
     def unseen(self, urls: Iterable[str]) -> list[str]:
         """The URLs not seen before, in order (a fast pre-filter before scope checks)."""
         seen = self._seen
-        return [url for url in urls if url not in seen]
+        return [url for url in urls if hash(url) not in seen]
 
     def mark_seen(self, url: str) -> bool:
         """Record ``url`` as known without queueing it; ``False`` if it already was."""
-        if url in self._seen:
+        key = hash(url)
+        if key in self._seen:
             return False
-        self._seen.add(url)
+        self._seen.add(key)
         return True
+
+    @property
+    def has_room(self) -> bool:
+        """Whether the memory window takes more queued URLs (the rest wait in the store)."""
+        return self.queued < self._window
+
+    @property
+    def room(self) -> int:
+        return max(0, self._window - self.queued)
 
     def add(
         self, url: str, depth: int, now: float, kind: str = PAGE, priority: float = 0.0
@@ -127,15 +153,28 @@ class Frontier:
 
         Within a host, higher ``priority`` goes first; equal priorities go in FIFO order.
         """
-        if url in self._seen:
+        key = hash(url)
+        if key in self._seen:
             return False
-        self._seen.add(url)
+        self._seen.add(key)
+        self._push(url, depth, now, kind, priority, None)
+        return True
+
+    def load(
+        self, url: str, depth: int, now: float, priority: float = 0.0, known: Known | None = None
+    ) -> None:
+        """Queue a URL claimed from the store (known already: no seen-check)."""
+        self._seen.add(hash(url))
+        self._push(url, depth, now, PAGE, priority, known)
+
+    def _push(
+        self, url: str, depth: int, now: float, kind: str, priority: float, known: Known | None
+    ) -> None:
         host = self._host(url_origin(url))
         self._seq += 1
-        heapq.heappush(host.queue, (-priority, self._seq, url, depth, kind, 0))
+        heapq.heappush(host.queue, (-priority, self._seq, url, depth, kind, 0, known))
         self.queued += 1
         self._schedule(host, now)
-        return True
 
     def _host(self, origin: str) -> _Host:
         host = self._hosts.get(origin)
@@ -175,7 +214,7 @@ class Frontier:
                 host, FetchJob(url, 0, host.origin, ROBOTS, host.robots_attempt), now
             )
         while host.queue and host.in_flight < self._per_host:
-            _, _, url, depth, kind, attempt = heapq.heappop(host.queue)
+            _, _, url, depth, kind, attempt, known = heapq.heappop(host.queue)
             self.queued -= 1
             reason = self._refusal(host, url, kind, attempt)
             if reason is not None:
@@ -183,7 +222,7 @@ class Frontier:
                 continue
             if kind == PAGE and attempt == 0:
                 host.pages_issued += 1
-            job = self._start(host, FetchJob(url, depth, host.origin, kind, attempt), now)
+            job = self._start(host, FetchJob(url, depth, host.origin, kind, attempt, known), now)
             self._schedule(host, now)
             return job
         return None
@@ -247,7 +286,7 @@ class Frontier:
         """
         host = self._hosts[job.origin]
         self._seq += 1
-        entry = (-math.inf, self._seq, job.url, job.depth, job.kind, job.attempt + 1)
+        entry = (-math.inf, self._seq, job.url, job.depth, job.kind, job.attempt + 1, job.known)
         heapq.heappush(host.queue, entry)
         self.queued += 1
         host.next_start = max(host.next_start, at)

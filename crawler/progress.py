@@ -59,7 +59,8 @@ class ProgressView:
         if self._bar is not None:
             detail = (
                 f"queued {progress.queued}  in flight {progress.in_flight}  "
-                f"{progress.pages_per_s:.0f} pages/s  errors {progress.errors}"
+                f"{progress.pages_per_s:.0f} pages/s  {progress.bytes_per_s / 1e6:.1f} MB/s  "
+                f"errors {progress.errors}  parsing {progress.parse_busy}"
             )
             self._bar.update(
                 self._task,
@@ -70,9 +71,16 @@ class ProgressView:
         elif self._enabled and time.monotonic() - self._last_log >= LOG_INTERVAL_S:
             self._last_log = time.monotonic()
             log.info(
-                "progress done=%d queued=%d in_flight=%d errors=%d pages_per_s=%.1f",
+                "progress done=%d queued=%d in_flight=%d errors=%d pages_per_s=%.1f "
+                "bytes_per_s=%.0f parse_busy=%d",
                 progress.done, progress.queued, progress.in_flight, progress.errors,
-                progress.pages_per_s,
+                progress.pages_per_s, progress.bytes_per_s, progress.parse_busy,
+                extra={"data": {
+                    "done": progress.done, "queued": progress.queued,
+                    "in_flight": progress.in_flight, "errors": progress.errors,
+                    "pages_per_s": round(progress.pages_per_s, 1),
+                    "bytes_per_s": round(progress.bytes_per_s), "parse_busy": progress.parse_busy,
+                }},
             )  # fmt: skip
 
     def summary(self, report: CrawlReport) -> None:
@@ -88,6 +96,8 @@ class ProgressView:
         table = Table(title=f"crawl {report.status} ({report.reason})", show_header=False)
         table.add_row("pages ok", str(report.pages_ok))
         table.add_row("pages failed", str(report.pages_failed))
+        if report.pages_unchanged:
+            table.add_row("pages unchanged", str(report.pages_unchanged))
         for status, count in sorted(report.by_status.items()):
             table.add_row(f"  status {status}", str(count))
         for reason, count in sorted(report.errors.items()):

@@ -78,3 +78,19 @@ def page_record(
         simhash=page.simhash if page.text else None,
         near_duplicate_of=near_duplicate_of,
     )
+
+
+def unchanged_record(job: FetchJob, result: FetchResult, fetched_at: str) -> PageRecord:
+    """A recrawl that found the stored version current: a 304, or the same body again."""
+    return PageRecord(
+        url=job.url,
+        final_url=result.final_url,
+        status=result.status,
+        error=None,
+        content_type=result.content_type or None,
+        depth=job.depth,
+        body_bytes=len(result.body) if result.body is not None else 0,
+        fetched_at=fetched_at,
+        attempts=job.attempt + 1,
+        unchanged=True,
+    )

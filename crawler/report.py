@@ -27,6 +27,10 @@ class Progress:
     def pages_per_s(self) -> float:
         return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class CrawlReport:
@@ -51,10 +55,12 @@ class CrawlReport:
     errors: dict[str, int]
     skipped: dict[str, int]
     queued_left: int
+    pages_unchanged: int = 0
+    """Recrawled pages found unchanged (304 or the same body): not stored again."""
 
     @property
     def pages(self) -> int:
-        return self.pages_ok + self.pages_failed
+        return self.pages_ok + self.pages_failed + self.pages_unchanged
 
     @property
     def pages_per_s(self) -> float:
@@ -67,13 +73,25 @@ class RunCounters:
 
     pages_ok: int = 0
     pages_failed: int = 0
+    pages_unchanged: int = 0
     bytes: int = 0
     retries: int = 0
     by_status: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
 
-    def count_page(self, status: int | None, error: str | None, body_bytes: int | None) -> None:
+    def count_page(
+        self,
+        status: int | None,
+        error: str | None,
+        body_bytes: int | None,
+        unchanged: bool = False,
+    ) -> None:
+        if unchanged:  # a recrawl found the stored version current (304 or the same body)
+            self.pages_unchanged += 1
+            self.by_status[status or 0] += 1
+            self.bytes += body_bytes or 0
+            return
         if status is not None:
             self.by_status[status] += 1
         if error is not None:
@@ -86,7 +104,7 @@ class RunCounters:
 
     @property
     def done(self) -> int:
-        return self.pages_ok + self.pages_failed
+        return self.pages_ok + self.pages_failed + self.pages_unchanged
 
 
 ProgressCallback = Callable[[Progress], None]

@@ -77,6 +77,14 @@ class Settings:
     max_time: float | None = None
     """Seconds the run may take: then it stops taking work and ends cleanly (``--max-time``
     also takes ``50m``, ``1h30m``, ``90s``)."""
+    recrawl_after: float = 86_400.0
+    """Seconds after a fetch that a page is due again (a later run refetches it with a
+    conditional GET); then the interval adapts: doubled while unchanged, halved on change."""
+    max_interval: float = 30 * 86_400.0
+    """Longest recrawl interval an unchanged page grows to; a page last fetched longer ago
+    is due whatever its schedule (``0``: every page is due now)."""
+    store_body: bool = False
+    """Keep each response's raw body (compressed) and headers, for WARC export."""
     query: str | None = None
     """Text to score pages against (BM25); the frontier then goes best-first."""
     device: str = "auto"
@@ -87,6 +95,10 @@ class Settings:
     """Log every fetch."""
     progress: bool = True
     """Show a progress bar when stdout is a terminal."""
+    log_file: str | None = None
+    """Append the log to this file instead of stderr."""
+    log_format: str = "text"
+    """``text`` (one line per event) or ``json`` (one JSON object per line)."""
     _compiled: tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]] = field(
         default=((), ()), init=False, repr=False, compare=False
     )
@@ -103,6 +115,15 @@ class Settings:
             object.__setattr__(self, "max_time", parse_duration(self.max_time, "--max-time"))
         if self.max_time is not None and self.max_time <= 0:
             raise ConfigError(f"--max-time must be positive, got {self.max_time}")
+        for name in ("recrawl_after", "max_interval"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = parse_duration(value, f"--{_flag(name)}")
+                object.__setattr__(self, name, value)
+            if not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"--{_flag(name)} must be a duration ≥ 0, got {value!r}")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"--log-format must be text or json, got {self.log_format!r}")
         for name in ("max_pages", "max_depth", "workers", "max_pages_per_host"):
             value = getattr(self, name)
             if value is not None and value < (0 if name == "max_depth" else 1):

@@ -5,6 +5,7 @@ Owns: the ``Store`` protocol and ``PageRecord``. Implementations: ``storage.sqli
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,6 +41,52 @@ class PageRecord:
     simhash: int | None = None
     """Unsigned 64-bit; stored as the signed integer with the same bits."""
     near_duplicate_of: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    """The response's validators, sent back as ``If-None-Match`` / ``If-Modified-Since``."""
+    unchanged: bool = False
+    """A recrawl found the stored version current (304, or the same body): only the fetch
+    time, validators and schedule are updated; the stored content stays."""
+    next_fetch_at: float | None = None
+    """Unix time the URL is due again; ``interval_s`` the interval that gave it."""
+    interval_s: float | None = None
+    body: bytes | None = None
+    """``--store-body``: the body as received (zlib-compressed); ``headers`` its JSON."""
+    headers: str | None = None
+    extract: str | None = None
+    """JSON of the ``extract`` hook's result."""
+
+    @property
+    def state(self) -> str:
+        """The URL's state after this fetch: ``done``, or ``failed`` (no response, >= 400)."""
+        if self.error is not None or self.status is None or self.status >= 400:
+            return "failed"
+        return "done"
+
+
+@dataclass(frozen=True, slots=True)
+class UrlRecord:
+    """A URL newly found and queued. ``leased``: the run holds it in its memory window
+    already; otherwise it waits in the store until a run claims it."""
+
+    url: str
+    depth: int
+    priority: float
+    leased: bool
+    found_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedUrl:
+    """A queued URL claimed from the store, with what a conditional recrawl needs."""
+
+    url: str
+    depth: int
+    priority: float
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    interval_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +118,17 @@ class RunSummary:
     pages_ok: int
     pages_failed: int
     bytes: int
+    pages_unchanged: int = 0
 
 
 class Store(Protocol):
-    """Persistence for one crawl. Opened with ``open()`` and closed with ``close()``."""
+    """Persistence for one crawl. Opened with ``open()`` and closed with ``close()``.
+
+    ``exclusive``: one process owns the whole frontier (it holds the run lock), so URLs it
+    finds may go straight to its memory window; otherwise every URL goes through the store.
+    """
+
+    exclusive: bool
 
     async def open(self) -> None: ...
 
@@ -82,8 +136,31 @@ class Store(Protocol):
 
     async def start_run(self, seeds: int, settings_json: str, started_at: str) -> int: ...
 
-    async def save(self, pages: list[PageRecord], skips: list[SkipRecord], run_id: int) -> None:
-        """Store pages (with their outlinks) and skip decisions in one transaction."""
+    async def open_frontier(
+        self, run_id: int, seeds: list[str], now: float, found_at: str, max_interval_s: float
+    ) -> int:
+        """Make the stored frontier ready for a run: leases of dead runs freed, pages due
+        for a recrawl queued again (``next_fetch_at <= now``, or last fetched more than
+        ``max_interval_s`` ago), new seeds queued. Returns how many URLs are queued."""
+        ...
+
+    def known_urls(self) -> AsyncIterator[str]:
+        """Every URL in the frontier, whatever its state (to prime the run's seen-set)."""
+        ...
+
+    async def claim(self, run_id: int, limit: int, now: float) -> list[QueuedUrl]:
+        """Lease up to ``limit`` queued URLs to the run, highest priority first."""
+        ...
+
+    async def save(
+        self,
+        pages: list[PageRecord],
+        urls: list[UrlRecord],
+        skips: list[SkipRecord],
+        run_id: int,
+    ) -> None:
+        """In one transaction: new URLs queued, pages stored with their URL's new state and
+        schedule, and skip decisions."""
         ...
 
     async def get_robots(self, origin: str) -> RobotsRecord | None: ...

@@ -23,7 +23,7 @@ EXPORT_COLUMNS = (
 FORMATS = ("jsonl", "csv")
 
 
-def _connect(path: str) -> sqlite3.Connection:
+def connect_readonly(path: str) -> sqlite3.Connection:
     if not os.path.exists(path):
         raise StoreError(f"{path}: no such database")
     try:
@@ -39,7 +39,7 @@ def iter_pages(path: str, dedup: bool = False) -> Iterator[dict[str, object]]:
 
     ``dedup`` leaves out exact duplicates (``duplicate_of``) and near-duplicates.
     """
-    connection = _connect(path)
+    connection = connect_readonly(path)
     where = " WHERE duplicate_of IS NULL AND near_duplicate_of IS NULL" if dedup else ""
     try:
         cursor = connection.execute(
@@ -73,10 +73,11 @@ def export_pages(path: str, fmt: str, out: TextIO, dedup: bool = False) -> int:
 
 def read_runs(path: str) -> list[tuple[object, ...]]:
     """The run history, oldest first."""
-    connection = _connect(path)
+    connection = connect_readonly(path)
     try:
         return connection.execute(
-            "SELECT id, started_at, ended_at, status, reason, pages_ok, pages_failed, bytes "
+            "SELECT id, started_at, ended_at, status, reason, pages_ok, pages_failed, "
+            "pages_unchanged, bytes "
             "FROM runs ORDER BY id"
         ).fetchall()
     finally:
@@ -85,7 +86,7 @@ def read_runs(path: str) -> list[tuple[object, ...]]:
 
 def read_tokens(path: str) -> list[tuple[str, str | None, bytes]]:
     """(url, title, token blob) of every page that has tokens, in storage order."""
-    connection = _connect(path)
+    connection = connect_readonly(path)
     try:
         return connection.execute(
             "SELECT url, title, tokens FROM pages WHERE tokens IS NOT NULL ORDER BY id"

@@ -80,6 +80,58 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        2,
+        "persistent frontier and recrawl",
+        """
+        -- Every URL the crawl knows and its state: the frontier lives here, so a run killed
+        -- at any moment resumes from the database; memory holds only a window of it.
+        CREATE TABLE urls (
+            id            INTEGER PRIMARY KEY,       -- order of discovery
+            url           TEXT NOT NULL UNIQUE,      -- normalised URL
+            origin        TEXT NOT NULL,             -- scheme://host[:port]
+            state         TEXT NOT NULL,             -- queued | done | failed | skipped
+            lease         INTEGER,                   -- run holding it (its window, in flight)
+            depth         INTEGER NOT NULL,
+            priority      REAL NOT NULL DEFAULT 0,   -- higher first (focused crawls)
+            attempts      INTEGER NOT NULL DEFAULT 0, -- requests made at its last fetch
+            next_fetch_at REAL,                      -- unix time it is due again (done, failed)
+            interval_s    REAL,                      -- current recrawl interval
+            reason        TEXT,                      -- skipped: why (robots, scope, trap ...)
+            updated_at    TEXT NOT NULL,             -- ISO-8601 UTC of the last state change
+            run_id        INTEGER REFERENCES runs(id)
+        );
+        CREATE INDEX urls_queue ON urls (priority DESC, id)
+            WHERE state = 'queued' AND lease IS NULL;
+        CREATE INDEX urls_due ON urls (next_fetch_at) WHERE state IN ('done', 'failed');
+        INSERT INTO urls (url, origin, state, depth, attempts, next_fetch_at, interval_s,
+                          updated_at, run_id)
+            SELECT url,
+                   substr(url, 1, instr(url, '//') + instr(substr(url, instr(url, '//') + 2), '/')),
+                   CASE WHEN error IS NULL AND status < 400 THEN 'done' ELSE 'failed' END,
+                   depth, attempts, CAST(strftime('%s', fetched_at) AS REAL) + 86400, 86400,
+                   fetched_at, run_id
+            FROM pages;
+        INSERT OR IGNORE INTO urls (url, origin, state, depth, reason, updated_at, run_id)
+            SELECT url,
+                   substr(url, 1, instr(url, '//') + instr(substr(url, instr(url, '//') + 2), '/')),
+                   'skipped', coalesce(depth, 0), reason, decided_at, run_id
+            FROM skipped;
+        DROP TABLE skipped;
+        -- URLs not fetched and why: a view of urls, as it was a table before version 2.
+        CREATE VIEW skipped (url, reason, depth, decided_at, run_id) AS
+            SELECT url, reason, depth, updated_at, run_id FROM urls WHERE state = 'skipped';
+        ALTER TABLE pages ADD COLUMN etag TEXT;           -- validators for conditional GET
+        ALTER TABLE pages ADD COLUMN last_modified TEXT;
+        ALTER TABLE pages ADD COLUMN previous_hash TEXT;  -- content_hash of the version before
+        ALTER TABLE pages ADD COLUMN changed_at TEXT;     -- when content_hash last changed
+        ALTER TABLE pages ADD COLUMN body BLOB;           -- --store-body: raw body, zlib
+        ALTER TABLE pages ADD COLUMN headers TEXT;        -- --store-body: JSON, see README
+        ALTER TABLE pages ADD COLUMN extract TEXT;        -- JSON from the extract hook
+        UPDATE pages SET changed_at = fetched_at;
+        ALTER TABLE runs ADD COLUMN pages_unchanged INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

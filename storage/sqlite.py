@@ -9,45 +9,135 @@ Owns: the connection to one SQLite file. Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import aiosqlite
 
-from storage.base import PageRecord, RobotsRecord, RunSummary, SkipRecord, StoreError
+from parsers.links import url_origin
+from storage.base import (
+    PageRecord,
+    QueuedUrl,
+    RobotsRecord,
+    RunSummary,
+    SkipRecord,
+    StoreError,
+    UrlRecord,
+)
 from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
 
 _UPSERT_PAGE = """
 INSERT INTO pages (url, final_url, status, error, content_type, title, text, lang, canonical,
                    meta_robots, depth, body_bytes, content_hash, fetched_at, run_id, outlinks,
-                   attempts, duplicate_of, score, tokens, simhash, near_duplicate_of)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   attempts, duplicate_of, score, tokens, simhash, near_duplicate_of, etag,
+                   last_modified, body, headers, extract, changed_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (url) DO UPDATE SET
     final_url = excluded.final_url, status = excluded.status, error = excluded.error,
     content_type = excluded.content_type, title = excluded.title, text = excluded.text,
     lang = excluded.lang, canonical = excluded.canonical, meta_robots = excluded.meta_robots,
     depth = MIN(pages.depth, excluded.depth), body_bytes = excluded.body_bytes,
+    previous_hash = CASE WHEN pages.content_hash IS NOT excluded.content_hash
+                         THEN pages.content_hash ELSE pages.previous_hash END,
+    changed_at = CASE WHEN pages.content_hash IS NOT excluded.content_hash
+                      THEN excluded.fetched_at ELSE pages.changed_at END,
     content_hash = excluded.content_hash, fetched_at = excluded.fetched_at,
     run_id = excluded.run_id, outlinks = excluded.outlinks, attempts = excluded.attempts,
     duplicate_of = excluded.duplicate_of, score = excluded.score, tokens = excluded.tokens,
-    simhash = excluded.simhash, near_duplicate_of = excluded.near_duplicate_of
+    simhash = excluded.simhash, near_duplicate_of = excluded.near_duplicate_of,
+    etag = excluded.etag, last_modified = excluded.last_modified, body = excluded.body,
+    headers = excluded.headers, extract = excluded.extract
 """
-_UPSERT_SKIP = """
-INSERT INTO skipped (url, reason, depth, decided_at, run_id) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (url) DO UPDATE SET reason = excluded.reason, decided_at = excluded.decided_at,
+_TOUCH_PAGE = """
+UPDATE pages SET fetched_at = ?, run_id = ?, attempts = ?, etag = coalesce(?, etag),
+    last_modified = coalesce(?, last_modified)
+WHERE url = ?
+"""
+_FETCHED_URL = """
+INSERT INTO urls (url, origin, state, depth, attempts, next_fetch_at, interval_s, updated_at,
+                  run_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (url) DO UPDATE SET
+    state = excluded.state, lease = NULL, attempts = excluded.attempts,
+    next_fetch_at = excluded.next_fetch_at, interval_s = excluded.interval_s,
+    updated_at = excluded.updated_at, run_id = excluded.run_id, reason = NULL
+"""
+_NEW_URL = """
+INSERT INTO urls (url, origin, state, lease, depth, priority, updated_at, run_id)
+VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)
+ON CONFLICT (url) DO NOTHING
+"""
+_SKIPPED_URL = """
+INSERT INTO urls (url, origin, state, depth, reason, updated_at, run_id)
+VALUES (?, ?, 'skipped', ?, ?, ?, ?)
+ON CONFLICT (url) DO UPDATE SET
+    state = 'skipped', lease = NULL, reason = excluded.reason, updated_at = excluded.updated_at,
     run_id = excluded.run_id
+WHERE urls.state = 'queued'
+"""
+_SEED_URL = """
+INSERT INTO urls (url, origin, state, depth, updated_at, run_id) VALUES (?, ?, 'queued', 0, ?, ?)
+ON CONFLICT (url) DO UPDATE SET state = 'queued', depth = 0, reason = NULL,
+    updated_at = excluded.updated_at, run_id = excluded.run_id
+WHERE urls.state = 'skipped'
+"""
+_CLAIM = """
+SELECT u.id, u.url, u.depth, u.priority, u.interval_s, p.etag, p.last_modified, p.content_hash
+FROM urls AS u LEFT JOIN pages AS p ON p.url = u.url
+WHERE u.state = 'queued' AND u.lease IS NULL
+ORDER BY u.priority DESC, u.id
+LIMIT ?
 """
 
 
 def _page_row(record: PageRecord, run_id: int) -> tuple[object, ...]:
     return (
-        record.url, record.final_url, record.status, record.error, record.content_type,
-        record.title, record.text, record.lang, record.canonical, record.meta_robots,
-        record.depth, record.body_bytes, record.content_hash, record.fetched_at, run_id,
-        record.links_json, record.attempts, record.duplicate_of, record.score, record.tokens,
-        _signed64(record.simhash), record.near_duplicate_of,
-    )  # fmt: skip
+        record.url,
+        record.final_url,
+        record.status,
+        record.error,
+        record.content_type,
+        record.title,
+        record.text,
+        record.lang,
+        record.canonical,
+        record.meta_robots,
+        record.depth,
+        record.body_bytes,
+        record.content_hash,
+        record.fetched_at,
+        run_id,
+        record.links_json,
+        record.attempts,
+        record.duplicate_of,
+        record.score,
+        record.tokens,
+        _signed64(record.simhash),
+        record.near_duplicate_of,
+        record.etag,
+        record.last_modified,
+        record.body,
+        record.headers,
+        record.extract,
+        record.fetched_at,
+    )
+
+
+def _fetched_url_row(record: PageRecord, run_id: int) -> tuple[object, ...]:
+    return (
+        record.url,
+        url_origin(record.url),
+        record.state,
+        record.depth,
+        record.attempts,
+        record.next_fetch_at,
+        record.interval_s,
+        record.fetched_at,
+        run_id,
+    )
 
 
 def _signed64(value: int | None) -> int | None:
@@ -98,11 +188,16 @@ def _check_location(path: str) -> None:
 
 
 class SQLiteStore:
-    """A ``Store`` on one SQLite file."""
+    """A ``Store`` on one SQLite file. Its operations are serialised (one at a time), so a
+    transaction's statements never interleave with another task's."""
+
+    exclusive = True
+    """The run lock makes one process the owner of the whole frontier."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -128,74 +223,190 @@ class SQLiteStore:
             db, self._db = self._db, None
             await db.close()
 
+    async def _transaction(self, what: str, statements: list[tuple[str, list[tuple]]]) -> None:
+        """Run ``executemany`` of each (sql, rows) in one transaction."""
+        db = self.db
+        async with self._lock:
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    for sql, rows in statements:
+                        if rows:
+                            await db.executemany(sql, rows)
+                except BaseException:
+                    await db.execute("ROLLBACK")
+                    raise
+                await db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot {what}: {exc}") from exc
+
     async def start_run(self, seeds: int, settings_json: str, started_at: str) -> int:
         """Record a new run. Runs still marked ``running`` belong to processes that died
         (the caller holds the run lock): they are closed as ``interrupted``."""
-        try:
-            await self.db.execute(
-                "UPDATE runs SET status = 'interrupted', reason = 'process died', "
-                "ended_at = ? WHERE status = 'running'",
-                (started_at,),
-            )
-            cursor = await self.db.execute(
-                "INSERT INTO runs (started_at, status, seeds, settings) "
-                "VALUES (?, 'running', ?, ?)",
-                (started_at, seeds, settings_json),
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot record the run: {exc}") from exc
+        async with self._lock:
+            try:
+                await self.db.execute(
+                    "UPDATE runs SET status = 'interrupted', reason = 'process died', "
+                    "ended_at = ? WHERE status = 'running'",
+                    (started_at,),
+                )
+                cursor = await self.db.execute(
+                    "INSERT INTO runs (started_at, status, seeds, settings) "
+                    "VALUES (?, 'running', ?, ?)",
+                    (started_at, seeds, settings_json),
+                )
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot record the run: {exc}") from exc
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    async def save(self, pages: list[PageRecord], skips: list[SkipRecord], run_id: int) -> None:
-        if not pages and not skips:
-            return
-        db = self.db
-        try:
-            await db.execute("BEGIN")
+    async def open_frontier(
+        self, run_id: int, seeds: list[str], now: float, found_at: str, max_interval_s: float
+    ) -> int:
+        await self._transaction(
+            "prepare the frontier",
+            [
+                # the caller holds the run lock: every lease left belongs to a dead run
+                ("UPDATE urls SET lease = NULL WHERE lease IS NOT NULL", [()]),
+                (
+                    "UPDATE urls SET state = 'queued', updated_at = ?, run_id = ? "
+                    "WHERE state IN ('done', 'failed') AND (next_fetch_at <= ? "
+                    "OR next_fetch_at - interval_s + ? <= ?)",
+                    [(found_at, run_id, now, max_interval_s, now)],
+                ),
+                (_SEED_URL, [(url, url_origin(url), found_at, run_id) for url in seeds]),
+            ],
+        )
+        async with self._lock:
             try:
-                if pages:
-                    await db.executemany(_UPSERT_PAGE, [_page_row(r, run_id) for r in pages])
-                if skips:
+                async with self.db.execute(
+                    "SELECT count(*) FROM urls WHERE state = 'queued' AND lease IS NULL"
+                ) as cursor:
+                    row = await cursor.fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot read the frontier: {exc}") from exc
+        assert row is not None
+        return int(row[0])
+
+    async def known_urls(self) -> AsyncIterator[str]:
+        async with self._lock:
+            try:
+                async with self.db.execute("SELECT url FROM urls") as cursor:
+                    while rows := await cursor.fetchmany(20_000):
+                        for (url,) in rows:
+                            yield url
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot read the frontier: {exc}") from exc
+
+    async def claim(self, run_id: int, limit: int, now: float) -> list[QueuedUrl]:
+        db = self.db
+        async with self._lock:
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    async with db.execute(_CLAIM, (limit,)) as cursor:
+                        rows = list(await cursor.fetchall())
                     await db.executemany(
-                        _UPSERT_SKIP,
-                        [(s.url, s.reason, s.depth, s.decided_at, run_id) for s in skips],
+                        "UPDATE urls SET lease = ? WHERE id = ?", [(run_id, r[0]) for r in rows]
                     )
-            except BaseException:
-                await db.execute("ROLLBACK")
-                raise
-            await db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot write {len(pages)} pages: {exc}") from exc
+                except BaseException:
+                    await db.execute("ROLLBACK")
+                    raise
+                await db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot claim queued URLs: {exc}") from exc
+        return [QueuedUrl(r[1], r[2], r[3], r[5], r[6], r[7], r[4]) for r in rows]
+
+    async def save(
+        self,
+        pages: list[PageRecord],
+        urls: list[UrlRecord],
+        skips: list[SkipRecord],
+        run_id: int,
+    ) -> None:
+        if not pages and not urls and not skips:
+            return
+        fresh = [_page_row(r, run_id) for r in pages if not r.unchanged]
+        touched = [
+            (r.fetched_at, run_id, r.attempts, r.etag, r.last_modified, r.url)
+            for r in pages
+            if r.unchanged
+        ]
+        await self._transaction(
+            f"write {len(pages)} pages",
+            [
+                (
+                    _NEW_URL,
+                    [
+                        (
+                            u.url,
+                            url_origin(u.url),
+                            run_id if u.leased else None,
+                            u.depth,
+                            u.priority,
+                            u.found_at,
+                            run_id,
+                        )
+                        for u in urls
+                    ],
+                ),
+                (_UPSERT_PAGE, fresh),
+                (_TOUCH_PAGE, touched),
+                (_FETCHED_URL, [_fetched_url_row(r, run_id) for r in pages]),
+                (
+                    _SKIPPED_URL,
+                    [
+                        (s.url, url_origin(s.url), s.depth or 0, s.reason, s.decided_at, run_id)
+                        for s in skips
+                    ],
+                ),
+            ],
+        )
 
     async def get_robots(self, origin: str) -> RobotsRecord | None:
-        try:
-            async with self.db.execute(
-                "SELECT status, body, fetched_at FROM robots WHERE origin = ?", (origin,)
-            ) as cursor:
-                row = await cursor.fetchone()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot read robots.txt cache: {exc}") from exc
+        async with self._lock:
+            try:
+                async with self.db.execute(
+                    "SELECT status, body, fetched_at FROM robots WHERE origin = ?", (origin,)
+                ) as cursor:
+                    row = await cursor.fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot read robots.txt cache: {exc}") from exc
         return RobotsRecord(origin, row[0], row[1], row[2]) if row is not None else None
 
     async def put_robots(self, record: RobotsRecord) -> None:
-        try:
-            await self.db.execute(
-                "INSERT INTO robots (origin, status, body, fetched_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (origin) DO UPDATE SET status = excluded.status, "
-                "body = excluded.body, fetched_at = excluded.fetched_at",
-                (record.origin, record.status, record.body, record.fetched_at),
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot cache robots.txt: {exc}") from exc
+        async with self._lock:
+            try:
+                await self.db.execute(
+                    "INSERT INTO robots (origin, status, body, fetched_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (origin) DO UPDATE SET status = excluded.status, "
+                    "body = excluded.body, fetched_at = excluded.fetched_at",
+                    (record.origin, record.status, record.body, record.fetched_at),
+                )
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot cache robots.txt: {exc}") from exc
 
     async def finish_run(self, run_id: int, summary: RunSummary, ended_at: str) -> None:
-        try:
-            await self.db.execute(
-                "UPDATE runs SET ended_at = ?, status = ?, reason = ?, pages_ok = ?, "
-                "pages_failed = ?, bytes = ? WHERE id = ?",
-                (ended_at, summary.status, summary.reason, summary.pages_ok,
-                 summary.pages_failed, summary.bytes, run_id),
-            )  # fmt: skip
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot record the end of the run: {exc}") from exc
+        """Record the run's end and give back its leases (its window goes back to the queue)."""
+        await self._transaction(
+            "record the end of the run",
+            [
+                ("UPDATE urls SET lease = NULL WHERE lease = ?", [(run_id,)]),
+                (
+                    "UPDATE runs SET ended_at = ?, status = ?, reason = ?, pages_ok = ?, "
+                    "pages_failed = ?, pages_unchanged = ?, bytes = ? WHERE id = ?",
+                    [
+                        (
+                            ended_at,
+                            summary.status,
+                            summary.reason,
+                            summary.pages_ok,
+                            summary.pages_failed,
+                            summary.pages_unchanged,
+                            summary.bytes,
+                            run_id,
+                        )
+                    ],
+                ),
+            ],
+        )

@@ -187,10 +187,19 @@ def test_runs_table_and_restart_in_one_process(db_path: str) -> None:
     with SiteServer() as site:
         site.fallback = html_handler("<p>only</p>")
         first = crawler.run([site.url + "/"], Settings(db=db_path, **FAST))
-        second = crawler.run([site.url + "/"], Settings(db=db_path, **FAST))
-    assert (first.run_id, second.run_id) == (1, 2)
-    runs = rows(db_path, "SELECT id, status, reason, pages_ok, ended_at IS NOT NULL FROM runs")
-    assert runs == [(1, "finished", "done", 1, 1), (2, "finished", "done", 1, 1)]
+        second = crawler.run([site.url + "/"], Settings(db=db_path, **FAST))  # nothing due
+        third = crawler.run([site.url + "/"], Settings(db=db_path, max_interval=0, **FAST))
+    assert (first.run_id, second.run_id, third.run_id) == (1, 2, 3)
+    runs = rows(
+        db_path,
+        "SELECT id, status, reason, pages_ok, pages_unchanged, ended_at IS NOT NULL FROM runs",
+    )
+    assert runs == [
+        (1, "finished", "done", 1, 0, 1),
+        (2, "finished", "done", 0, 0, 1),
+        (3, "finished", "done", 0, 1, 1),  # due at once: refetched, found the same
+    ]
+    assert [h.path for h in site.hits if h.path == "/"] == ["/", "/"]
     assert rows(db_path, "SELECT count(*) FROM pages") == [(1,)]
 
 

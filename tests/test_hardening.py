@@ -275,13 +275,14 @@ def test_robots_txt_is_cached_for_the_next_run(db_path: str) -> None:
         assert cached == [(site.url, 200, b"User-agent: *\nDisallow: /secret\n")]
 
         site.hits.clear()
-        crawl([site.url + "/"], db_path)  # within 24 h: the cached copy, rules and all
+        # every page due again (max_interval=0); robots.txt within 24 h: the cached copy
+        crawl([site.url + "/"], db_path, max_interval=0)
         assert sorted(site.paths()) == ["/", "/open"]
 
         site.hits.clear()  # a copy older than 24 h is fetched again
         with sqlite3.connect(db_path) as connection:
             connection.execute("UPDATE robots SET fetched_at = '2000-01-01T00:00:00+00:00'")
-        crawl([site.url + "/"], db_path)
+        crawl([site.url + "/"], db_path, max_interval=0)
         assert sorted(site.paths()) == ["/", "/open", "/robots.txt"]
     runs = rows(db_path, "SELECT id, status, reason FROM runs")
     assert runs == [(1, "finished", "done"), (2, "finished", "done"), (3, "finished", "done")]
