@@ -198,22 +198,42 @@ def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
 
 @main.command("export")
 @click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl",
-              show_default=True, help="Output format.")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "warc"]), default="jsonl",
+              show_default=True, help="Output format (warc: WARC 1.1, gzip per record; needs "
+              "a crawl with --store-body).")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write here instead of standard output.")  # fmt: skip
 @click.option("--dedup", is_flag=True, help="Leave out duplicates and near-duplicates.")
-def export_command(db: Path, fmt: str, output: Path | None, dedup: bool) -> None:
-    """Write one record per stored page of DB as JSON lines or CSV."""
+@click.option("--since", help="Only pages fetched at or after this date/time (ISO-8601, "
+              "e.g. 2026-11-29 or 2026-11-29T12:00:00Z).")  # fmt: skip
+@click.option("--min-score", type=float, help="Only pages scored at least this (--query).")
+def export_command(
+    db: Path,
+    fmt: str,
+    output: Path | None,
+    dedup: bool,
+    since: str | None,
+    min_score: float | None,
+) -> None:
+    """Write one record per stored page of DB as JSON lines, CSV or WARC."""
     from storage.base import StoreError
-    from storage.export import export_pages
+    from storage.export import ExportFilter, export_pages
 
     try:
-        if output is None:
-            count = export_pages(str(db), fmt, sys.stdout, dedup)
+        selection = ExportFilter.parse(dedup=dedup, since=since, min_score=min_score)
+        if fmt == "warc":
+            from storage.warc import export_warc
+
+            if output is None:
+                count = export_warc(str(db), sys.stdout.buffer, selection)
+            else:
+                with open(output, "wb") as binary:
+                    count = export_warc(str(db), binary, selection)
+        elif output is None:
+            count = export_pages(str(db), fmt, sys.stdout, selection)
         else:
             with open(output, "w", encoding="utf-8", newline="") as handle:
-                count = export_pages(str(db), fmt, handle, dedup)
+                count = export_pages(str(db), fmt, handle, selection)
     except StoreError as exc:
         _fail(EXIT_USAGE, str(exc))
     except BrokenPipeError:

@@ -11,6 +11,8 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TextIO
 
 from storage.base import StoreError
@@ -18,7 +20,8 @@ from storage.base import StoreError
 EXPORT_COLUMNS = (
     "url", "final_url", "status", "error", "content_type", "title", "text", "lang",
     "canonical", "meta_robots", "depth", "body_bytes", "content_hash", "fetched_at",
-    "attempts", "duplicate_of", "near_duplicate_of", "score",
+    "attempts", "duplicate_of", "near_duplicate_of", "score", "previous_hash", "changed_at",
+    "extract",
 )  # fmt: skip
 FORMATS = ("jsonl", "csv")
 
@@ -34,38 +37,88 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     return connection
 
 
-def iter_pages(path: str, dedup: bool = False) -> Iterator[dict[str, object]]:
-    """Every stored page as a dict of ``EXPORT_COLUMNS``, in the order they were first stored.
+@dataclass(frozen=True, slots=True)
+class ExportFilter:
+    """Which pages an export writes. ``since``: ISO-8601 UTC, compared with ``fetched_at``."""
 
-    ``dedup`` leaves out exact duplicates (``duplicate_of``) and near-duplicates.
-    """
+    dedup: bool = False
+    """Leave out exact duplicates (``duplicate_of``) and near-duplicates."""
+    since: str | None = None
+    min_score: float | None = None
+
+    @classmethod
+    def parse(
+        cls, *, dedup: bool = False, since: str | None = None, min_score: float | None = None
+    ) -> ExportFilter:
+        """From user input; ``StoreError`` naming ``--since`` if it is not a date."""
+        stamp = None
+        if since is not None:
+            try:
+                moment = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise StoreError(
+                    f"--since {since!r}: not an ISO-8601 date or time (e.g. 2026-11-29)"
+                ) from None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            stamp = moment.astimezone(UTC).isoformat(timespec="seconds")
+        return cls(dedup, stamp, min_score)
+
+    def where(self) -> tuple[str, tuple[object, ...]]:
+        """A SQL ``WHERE`` clause (or ``""``) over ``pages`` and its parameters."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.dedup:
+            clauses.append("duplicate_of IS NULL AND near_duplicate_of IS NULL")
+        if self.since is not None:
+            clauses.append("fetched_at >= ?")
+            params.append(self.since)
+        if self.min_score is not None:
+            clauses.append("score >= ?")
+            params.append(self.min_score)
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+
+
+def iter_rows(
+    path: str, columns: tuple[str, ...], selection: ExportFilter = ExportFilter()
+) -> Iterator[tuple[object, ...]]:
+    """``columns`` of the selected pages, in the order they were first stored, streamed."""
     connection = connect_readonly(path)
-    where = " WHERE duplicate_of IS NULL AND near_duplicate_of IS NULL" if dedup else ""
+    where, params = selection.where()
     try:
         cursor = connection.execute(
-            f"SELECT {', '.join(EXPORT_COLUMNS)} FROM pages{where} ORDER BY id"
+            f"SELECT {', '.join(columns)} FROM pages{where} ORDER BY id", params
         )
         while rows := cursor.fetchmany(500):
-            for row in rows:
-                yield dict(zip(EXPORT_COLUMNS, row, strict=True))
+            yield from rows
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot read pages: {exc}") from exc
     finally:
         connection.close()
 
 
-def export_pages(path: str, fmt: str, out: TextIO, dedup: bool = False) -> int:
-    """Write every page of the database at ``path`` to ``out``; returns how many."""
+def iter_pages(path: str, selection: ExportFilter = ExportFilter()) -> Iterator[dict[str, object]]:
+    """Every selected page as a dict of ``EXPORT_COLUMNS``, in the order first stored."""
+    for row in iter_rows(path, EXPORT_COLUMNS, selection):
+        yield dict(zip(EXPORT_COLUMNS, row, strict=True))
+
+
+def export_pages(path: str, fmt: str, out: TextIO, selection: ExportFilter = ExportFilter()) -> int:
+    """Write the selected pages of the database at ``path`` to ``out``; returns how many."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format {fmt!r} (use one of {', '.join(FORMATS)})")
     count = 0
     if fmt == "jsonl":
-        for record in iter_pages(path, dedup):
+        for record in iter_pages(path, selection):
+            if isinstance(record["extract"], str):  # stored as JSON text: nest it
+                record["extract"] = json.loads(record["extract"])
             out.write(json.dumps(record, ensure_ascii=False))
             out.write("\n")
             count += 1
     else:
         writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
         writer.writeheader()
-        for record in iter_pages(path, dedup):
+        for record in iter_pages(path, selection):
             writer.writerow(record)
             count += 1
     return count
