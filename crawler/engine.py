@@ -44,8 +44,16 @@ from crawler.ssrf import HostAllowed, allow_hosts, check_url_host
 from crawler.traps import TrapLimits, strip_session_ids, trap_reason
 from crawler.urls import Scope, normalize_url, url_hostname
 from parsers.page import Page, ParseJob, content_hash
-from storage.base import PageRecord, RunSummary, SkipRecord, Store, StoreError, UrlRecord
-from storage.sqlite import SQLiteStore
+from storage.base import (
+    PageRecord,
+    QueuedUrl,
+    RunSummary,
+    SkipRecord,
+    Store,
+    StoreError,
+    UrlRecord,
+)
+from storage.factory import is_postgres, make_store
 
 if TYPE_CHECKING:
     from crawler.focus import Focus
@@ -63,6 +71,8 @@ _WRITE_IDLE_S = 0.25
 _WINDOW = 100_000
 """Queued URLs held in memory; the rest wait in the store (bounded memory at any size)."""
 _CLAIM_BATCH = 10_000
+_CLAIM_POLL_S = 0.5
+"""Shared frontier (PostgreSQL): how often an idle process asks the store for work."""
 _STOP_GRACE_S = 5.0
 """After a stop (signal, --max-time), requests still running after this are cancelled;
 their URLs stay queued in the store for the next run."""
@@ -95,7 +105,9 @@ class Engine:
         self.settings = settings
         self.seeds = list(seeds)
         self._owns_store = store is None
-        self._store: Store = store if store is not None else SQLiteStore(settings.db)
+        self._store: Store = (
+            store if store is not None else make_store(settings.db, lease_ttl_s=settings.lease_ttl)
+        )
         self._on_progress = on_progress
         self._progress_interval_s = progress_interval_s
         self._scope = Scope(
@@ -133,6 +145,10 @@ class Engine:
         """URLs queued in the store (or about to be written there) but not in memory."""
         self._spills = 0
         self._refill_task: asyncio.Task[None] | None = None
+        self._shared = not self._store.exclusive
+        """Other processes crawl the same frontier: every URL goes through the store."""
+        self._next_claim = 0.0
+        self._fleet_done = False
         self._tasks: asyncio.TaskGroup | None = None
         self._jobs: set[asyncio.Task[None]] = set()
         self._run_id = 0
@@ -178,7 +194,9 @@ class Engine:
 
     async def run(self) -> CrawlReport:
         """Run the crawl to its end; raises ``DatabaseLocked`` if another run holds the db."""
-        lock = RunLock(self.settings.db) if self._owns_store else contextlib.nullcontext()
+        # SQLite: one run per database at a time. PostgreSQL: many, coordinated by leases.
+        exclusive = self._owns_store and not is_postgres(self.settings.db)
+        lock = RunLock(self.settings.db) if exclusive else contextlib.nullcontext()
         with lock:
             return await self._run_locked()
 
@@ -213,7 +231,7 @@ class Engine:
         self._backlog = await store.open_frontier(
             run_id, self.seeds, time.time(), utc_now(), self.settings.max_interval
         )
-        if store.exclusive:
+        if store.exclusive:  # a shared frontier's store dedups what this process has not seen
             mark_seen = self._frontier.mark_seen
             async for url in store.known_urls():
                 mark_seen(url)
@@ -231,11 +249,13 @@ class Engine:
                 self._tasks = tasks
                 writer = tasks.create_task(self._write(run_id))
                 ticker = tasks.create_task(self._tick()) if self._on_progress else None
+                beat = tasks.create_task(self._heartbeat(run_id)) if self._shared else None
                 await self._dispatch(tasks)
                 await self._records.put(None)
                 await writer
-                if ticker is not None:
-                    ticker.cancel()
+                for task in (ticker, beat):
+                    if task is not None:
+                        task.cancel()
         if self.settings.max_time is not None:
             deadline.cancel()
         if self._stop_reason == "max-time":
@@ -278,6 +298,8 @@ class Engine:
                         self._issued += 1
                     return item
                 wait_until = item
+                if self._shared and wait_until is None and self._refill_task is None:
+                    wait_until = None if self._fleet_done else self._next_claim
             busy = self._unfinished or self._refill_task is not None or (working and self._backlog)
             if not busy and wait_until is None:
                 return None  # nothing queued that may start, nothing running that could add
@@ -291,13 +313,49 @@ class Engine:
 
     def _maybe_refill(self) -> None:
         """Start loading queued URLs from the store when the memory window runs low."""
-        if (
-            self._backlog > 0
-            and self._refill_task is None
-            and self._frontier.queued < _WINDOW // 4
-            and self._tasks is not None
-        ):
+        if self._refill_task is not None or self._tasks is None:
+            return
+        if self._frontier.queued >= _WINDOW // 4:
+            return
+        if self._shared:
+            if not self._fleet_done and time.monotonic() >= self._next_claim:
+                self._refill_task = self._tasks.create_task(self._claim_shared())
+        elif self._backlog > 0:
             self._refill_task = self._tasks.create_task(self._refill())
+
+    async def _claim_shared(self) -> None:
+        """One claim from a shared frontier. When nothing is left here nor in the store
+        (no URL queued by any process), the fleet's crawl is over."""
+        try:
+            await self._save([], self._run_id)
+            want = min(self._frontier.room, _CLAIM_BATCH)
+            rows = await self._store.claim(self._run_id, want, time.time())
+            self._load(rows)
+            if rows:
+                self._next_claim = 0.0
+                return
+            self._next_claim = time.monotonic() + _CLAIM_POLL_S
+            if self._unfinished == 0 and self._frontier.empty:
+                self._fleet_done = await self._store.outstanding() == 0
+        finally:
+            self._refill_task = None
+            self._wake.set()
+
+    async def _heartbeat(self, run_id: int) -> None:
+        """Keep this process's leases (hosts, URLs) alive in a shared frontier."""
+        while True:
+            await asyncio.sleep(self.settings.lease_ttl / 3)
+            await self._store.heartbeat(run_id, time.time())
+
+    def _load(self, rows: list[QueuedUrl]) -> None:
+        now, load = time.monotonic(), self._frontier.load
+        for row in rows:
+            known = None
+            if row.content_hash is not None or row.etag or row.last_modified:
+                known = Known(row.etag, row.last_modified, row.content_hash, row.interval_s)
+            elif row.interval_s is not None:
+                known = Known(None, None, None, row.interval_s)
+            load(row.url, row.depth, now, row.priority, known)
 
     async def _refill(self) -> None:
         try:
@@ -308,15 +366,7 @@ class Engine:
                 await self._save([], self._run_id)  # URLs found so far, visible to the claim
                 want = min(self._frontier.room, _CLAIM_BATCH)
                 rows = await self._store.claim(self._run_id, want, time.time())
-                now, load = time.monotonic(), self._frontier.load
-                for row in rows:
-                    known = None
-                    if row.content_hash is not None or row.etag or row.last_modified:
-                        known = Known(row.etag, row.last_modified, row.content_hash,
-                                      row.interval_s)  # fmt: skip
-                    elif row.interval_s is not None:
-                        known = Known(None, None, None, row.interval_s)
-                    load(row.url, row.depth, now, row.priority, known)
+                self._load(rows)
                 if len(rows) < want:  # the store is drained, but for URLs found meanwhile
                     self._backlog = self._spills - spills_before
                 else:

@@ -27,7 +27,8 @@ class Settings:
     """How to crawl. Build it directly, from a TOML file (``from_toml``) or from CLI flags."""
 
     db: str = "crawl.db"
-    """SQLite file the crawl writes to (created if missing)."""
+    """SQLite file the crawl writes to (created if missing), or a ``postgresql://`` DSN
+    (a frontier shared by many ``crawl`` processes)."""
     max_pages: int | None = None
     """Stop after this many pages were fetched (all statuses); ``None``: no limit."""
     max_depth: int | None = None
@@ -83,6 +84,9 @@ class Settings:
     max_interval: float = 30 * 86_400.0
     """Longest recrawl interval an unchanged page grows to; a page last fetched longer ago
     is due whatever its schedule (``0``: every page is due now)."""
+    lease_ttl: float = 30.0
+    """PostgreSQL: seconds a process's hold on a host lasts without renewal; a dead
+    process's hosts are taken over by the others after this."""
     store_body: bool = False
     """Keep each response's raw body (compressed) and headers, for WARC export."""
     query: str | None = None
@@ -106,7 +110,7 @@ class Settings:
     def __post_init__(self) -> None:
         _check_positive(self, "concurrency", "per_host", "timeout", "connect_timeout")
         _check_positive(self, "max_body_bytes", "max_redirects", "max_outlinks", "max_url_length")
-        _check_positive(self, "max_delay")
+        _check_positive(self, "max_delay", "lease_ttl")
         if self.max_crawl_delay < 0 or self.retries < 0:
             raise ConfigError("--max-crawl-delay and --retries must be ≥ 0")
         if self.delay < 0:

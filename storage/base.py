@@ -149,7 +149,19 @@ class Store(Protocol):
         ...
 
     async def claim(self, run_id: int, limit: int, now: float) -> list[QueuedUrl]:
-        """Lease up to ``limit`` queued URLs to the run, highest priority first."""
+        """Lease up to ``limit`` queued URLs to the run, highest priority first.
+
+        A shared store first leases whole hosts (one run per host at a time, so per-host
+        politeness holds across processes; a dead run's hosts are taken over when their
+        lease expires) and returns queued URLs of the hosts the run holds."""
+        ...
+
+    async def outstanding(self) -> int:
+        """URLs queued and not yet fetched, leased by any run (0: the crawl is complete)."""
+        ...
+
+    async def heartbeat(self, run_id: int, now: float) -> None:
+        """Keep the run's leases alive (shared frontiers; a no-op for an exclusive one)."""
         ...
 
     async def save(

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from storage.base import StoreError
+from storage.factory import is_postgres
 
 EXPORT_COLUMNS = (
     "url", "final_url", "status", "error", "content_type", "title", "text", "lang",
@@ -83,6 +84,11 @@ def iter_rows(
     path: str, columns: tuple[str, ...], selection: ExportFilter = ExportFilter()
 ) -> Iterator[tuple[object, ...]]:
     """``columns`` of the selected pages, in the order they were first stored, streamed."""
+    if is_postgres(path):
+        from storage import postgres_read
+
+        yield from postgres_read.iter_rows(path, columns, selection)
+        return
     connection = connect_readonly(path)
     where, params = selection.where()
     try:
@@ -126,6 +132,10 @@ def export_pages(path: str, fmt: str, out: TextIO, selection: ExportFilter = Exp
 
 def read_runs(path: str) -> list[tuple[object, ...]]:
     """The run history, oldest first."""
+    if is_postgres(path):
+        from storage import postgres_read
+
+        return postgres_read.read_runs(path)
     connection = connect_readonly(path)
     try:
         return connection.execute(
@@ -139,6 +149,10 @@ def read_runs(path: str) -> list[tuple[object, ...]]:
 
 def read_tokens(path: str) -> list[tuple[str, str | None, bytes]]:
     """(url, title, token blob) of every page that has tokens, in storage order."""
+    if is_postgres(path):
+        from storage import postgres_read
+
+        return postgres_read.read_tokens(path)
     connection = connect_readonly(path)
     try:
         return connection.execute(

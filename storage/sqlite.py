@@ -317,6 +317,20 @@ class SQLiteStore:
                 raise StoreError(f"{self.path}: cannot claim queued URLs: {exc}") from exc
         return [QueuedUrl(r[1], r[2], r[3], r[5], r[6], r[7], r[4]) for r in rows]
 
+    async def outstanding(self) -> int:
+        async with self._lock:
+            try:
+                async with self.db.execute(
+                    "SELECT count(*) FROM urls WHERE state = 'queued'"
+                ) as cursor:
+                    row = await cursor.fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot read the frontier: {exc}") from exc
+        return int(row[0]) if row is not None else 0
+
+    async def heartbeat(self, run_id: int, now: float) -> None:
+        """Nothing to renew: the run lock makes this process the only one."""
+
     async def save(
         self,
         pages: list[PageRecord],

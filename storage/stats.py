@@ -11,10 +11,15 @@ from datetime import UTC, datetime
 
 from storage.base import StoreError
 from storage.export import connect_readonly
+from storage.factory import is_postgres
 
 
 def read_stats(path: str, now: float) -> dict[str, object]:
     """Counts by URL state and HTTP status, what is due at ``now``, hosts, runs, size."""
+    if is_postgres(path):
+        from storage import postgres_read
+
+        return postgres_read.read_stats(path, now)
     connection = connect_readonly(path)
     try:
 
