@@ -10,6 +10,8 @@ way it was built (not with the crawler's own URL code).
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import hashlib
 import itertools
 import random
 import threading
@@ -28,6 +30,15 @@ class Hit:
     start: float
     end: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    """The request's headers."""
+    status: int = 0
+    """The response's status; 0 while in flight, or if the client went away before it."""
+    method: str = "GET"
+
+    def header(self, name: str) -> str | None:
+        """A request header, looked up case-insensitively."""
+        lowered = name.lower()
+        return next((v for k, v in self.headers.items() if k.lower() == lowered), None)
 
 
 class SiteServer:
@@ -86,15 +97,23 @@ class SiteServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path_qs
-        hit = Hit(path, time.monotonic(), headers=dict(request.headers))
+        hit = Hit(path, time.monotonic(), headers=dict(request.headers), method=request.method)
         self.hits.append(hit)
         try:
             if self.latency_s:
                 await asyncio.sleep(self.latency_s)
             handler = self.routes.get(path) or self.routes.get(request.path) or self.fallback
             if handler is None:
-                return web.Response(status=404, text="not found", content_type="text/html")
-            return await handler(request)
+                response: web.StreamResponse = web.Response(
+                    status=404, text="not found", content_type="text/html"
+                )
+            else:
+                response = await handler(request)
+            hit.status = response.status
+            return response
+        except web.HTTPException as exc:
+            hit.status = exc.status
+            raise
         finally:
             hit.end = time.monotonic()
 
@@ -253,3 +272,136 @@ class LinkGraph:
             elif href.startswith(self.external) and self.external:
                 out.add(href)
         return out
+
+
+# -- a generated site for recrawls: stable bodies, versions, HTTP validators ------------------
+class PageSite:
+    """``n`` HTML pages, every one ``200`` with a ``<title>``: ``/`` (page 0) and ``/p<i>.html``.
+
+    Each page links to the next one (a chain from ``/`` reaches them all) and to ``links``
+    others picked by a seeded RNG, so a complete crawl from ``/`` fetches exactly
+    ``paths()``; nothing else on the server answers 200 (``/robots.txt`` is a 404).
+
+    A page's body is a pure function of its index and version: two fetches of one version are
+    byte-identical. ``change(i)`` makes a new version (new text, same links).
+
+    Validators, for conditional GET: with ``etag=True`` a page is sent with a strong ETag
+    (BLAKE2b of the body), with ``last_modified=True`` with a Last-Modified date (a day before
+    the site was built; the time of the change for a changed page). A request whose
+    ``If-None-Match`` matches (weak comparison, RFC 9110 13.1.2) or, without If-None-Match,
+    whose ``If-Modified-Since`` is not before Last-Modified, is answered ``304`` with no
+    body. The server's ``Hit.status`` and ``Hit.header()`` record what happened.
+    """
+
+    def __init__(self, n: int = 100, *, links: int = 6, seed: int = 1, etag: bool = False,
+                 last_modified: bool = False) -> None:  # fmt: skip
+        self.n = n
+        self.etag = etag
+        self.last_modified = last_modified
+        self.origin = ""  # set by serve()
+        self.versions = [0] * n
+        built = int(time.time()) - 86_400
+        self.modified = [built] * n
+        rng = random.Random(seed)
+        self.outlinks: list[list[int]] = []
+        for i in range(n):
+            targets = {i + 1} if i + 1 < n else set()
+            targets |= {rng.randrange(n) for _ in range(links)}
+            self.outlinks.append(sorted(targets))
+
+    # -- what the site holds ---------------------------------------------------------------
+    @staticmethod
+    def path(i: int) -> str:
+        return "/" if i == 0 else f"/p{i}.html"
+
+    def paths(self) -> set[str]:
+        return {self.path(i) for i in range(self.n)}
+
+    def urls(self) -> set[str]:
+        """The URLs a complete crawl seeded with ``origin + "/"`` stores (needs ``serve``)."""
+        return {self.origin + p for p in self.paths()}
+
+    def index(self, path: str) -> int | None:
+        if path == "/":
+            return 0
+        if path.startswith("/p") and path.endswith(".html"):
+            try:
+                i = int(path[2:-5])
+            except ValueError:
+                return None
+            return i if 0 < i < self.n and self.path(i) == path else None
+        return None
+
+    def index_of_url(self, url: str) -> int | None:
+        """The page an absolute URL of this site names, or ``None``."""
+        prefix = self.origin + "/"
+        return self.index(url[len(self.origin) :]) if url.startswith(prefix) else None
+
+    def title(self, i: int) -> str:
+        return f"Page {i}"
+
+    def marker(self, i: int) -> str:
+        """A phrase in the visible text that names the page's version."""
+        return f"edition {self.versions[i]} of page {i}"
+
+    def body(self, i: int) -> bytes:
+        anchors = "".join(f'<li><a href="{self.path(j)}">page {j}</a></li>'
+                          for j in self.outlinks[i])  # fmt: skip
+        words = " ".join(("alpha", "beta", "gamma", "delta")[(i * 7 + k) % 4] for k in range(20))
+        return (
+            f"<!DOCTYPE html><html lang='en'><head><title>{self.title(i)}</title></head>"
+            f"<body><h1>Heading {i}</h1><p>{self.marker(i)}: {words}</p>"
+            f"<ul>{anchors}</ul></body></html>"
+        ).encode()
+
+    def etag_of(self, i: int) -> str:
+        return '"' + hashlib.blake2b(self.body(i), digest_size=16).hexdigest() + '"'
+
+    def last_modified_of(self, i: int) -> str:
+        return email.utils.formatdate(self.modified[i], usegmt=True)
+
+    def change(self, *indices: int) -> None:
+        """New content (and validators) for these pages; their links stay the same."""
+        now = int(time.time())
+        for i in indices:
+            self.versions[i] += 1
+            self.modified[i] = max(now, self.modified[i] + 1)
+
+    # -- serving ---------------------------------------------------------------------------
+    def serve(self, server: SiteServer) -> None:
+        self.origin = server.url
+        server.fallback = self._handle
+
+    def page_hits(self, hits: list[Hit]) -> list[Hit]:
+        """The hits on pages of this site (not /robots.txt, /sitemap.xml or other paths)."""
+        return [h for h in hits if self.index(h.path.split("?")[0]) is not None]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        i = self.index(request.path)
+        if i is None:
+            return web.Response(status=404, text="<p>missing</p>", content_type="text/html")
+        headers = {}
+        if self.etag:
+            headers["ETag"] = self.etag_of(i)
+        if self.last_modified:
+            headers["Last-Modified"] = self.last_modified_of(i)
+        if self._not_modified(i, request):
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=self.body(i), content_type="text/html", charset="utf-8",
+                            headers=headers)  # fmt: skip
+
+    def _not_modified(self, i: int, request: web.Request) -> bool:
+        if_none_match = request.headers.get("If-None-Match")
+        if if_none_match is not None:  # RFC 9110 13.2.2: it takes precedence over the date
+            if not self.etag:
+                return False
+            tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
+            return "*" in tags or self.etag_of(i) in tags
+        since = request.headers.get("If-Modified-Since")
+        if since is None or not self.last_modified:
+            return False
+        try:
+            when = email.utils.parsedate_to_datetime(since)
+        except (TypeError, ValueError):
+            return False
+        return self.modified[i] <= when.timestamp()
