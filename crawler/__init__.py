@@ -7,6 +7,10 @@ Library use::
     report = crawler.run(["https://example.com/"], crawler.Settings(db="example.db"))
     # or, inside asyncio code:
     report = await crawler.crawl(["https://example.com/"], crawler.Settings(max_pages=100))
+    # or streaming, with hooks:
+    async with crawler.Crawler(crawler.Settings(db="example.db")) as c:
+        async for page in c.pages(["https://example.com/"]):
+            print(page.status, page.url, page.title)
 
 Each call is an independent run with its own HTTP session, parse pool and database
 connection, so a process can crawl any number of times. Imports here are lazy, so that
@@ -29,11 +33,14 @@ from crawler.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from crawler.api import CrawledPage, Crawler
     from crawler.report import CrawlReport, Progress, ProgressCallback
 
 __all__ = [
     "ConfigError",
     "CrawlReport",
+    "CrawledPage",
+    "Crawler",
     "CrawlerError",
     "FetchError",
     "ParseError",
@@ -109,4 +116,8 @@ def __getattr__(name: str) -> Any:
         from crawler import report
 
         return getattr(report, name)
+    if name in ("Crawler", "CrawledPage"):
+        from crawler import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'crawler' has no attribute {name!r}")

@@ -28,10 +28,12 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
+from crawler.api import CrawledPage
 from crawler.discovery import Discovery
 from crawler.errors import FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
+from crawler.hooks import Hooks
 from crawler.lock import RunLock
 from crawler.neardup import NearDuplicates
 from crawler.pool import ParsePool
@@ -101,8 +103,10 @@ class Engine:
         store: Store | None = None,
         on_progress: ProgressCallback | None = None,
         progress_interval_s: float = 0.5,
+        hooks: Hooks | None = None,
     ) -> None:
         self.settings = settings
+        self.hooks = hooks or Hooks()
         self.seeds = list(seeds)
         self._owns_store = store is None
         self._store: Store = (
@@ -241,7 +245,7 @@ class Engine:
             )
         async with (
             open_session(self.settings, self._host_allowed) as session,
-            ParsePool(self.settings.parse_workers) as pool,
+            ParsePool(self.settings.parse_workers, extract=self.hooks.extract) as pool,
         ):
             self._fetcher = Fetcher(session, self.settings)
             self._pool = pool
@@ -392,6 +396,8 @@ class Engine:
                 return
             record = await self._fetch_page(job)
             if record is not None:
+                if self.hooks.on_page is not None:  # awaited: a slow consumer slows the crawl
+                    await self.hooks.on_page(CrawledPage.from_record(record))
                 await self._records.put(record)
         finally:
             self._pipeline.release()
@@ -561,6 +567,8 @@ class Engine:
         except ParseError as exc:
             log.warning("cannot parse %s: %s", job.url, exc.message)
             return failure_record(job, "parse", fetched_at, result)
+        if page.extract_error is not None:
+            log.warning("extract failed on %s: %s", job.url, page.extract_error)
         duplicate_of = self._duplicate_of(job, page)
         near = None
         if duplicate_of is None and len(page.text) >= _NEAR_DUPLICATE_MIN_CHARS:
@@ -640,10 +648,10 @@ class Engine:
 
     def admit(self, url: str) -> str | None:
         """``None`` if a newly found URL may be queued, else why not (scope, trap ...)."""
-        reason = self._scope.check(url)
-        if reason is not None:
-            return reason
-        return trap_reason(url, self._trap_limits)
+        reason = self._scope.check(url) or trap_reason(url, self._trap_limits)
+        if reason is None and self.hooks.url_filter is not None and not self.hooks.url_filter(url):
+            return "filter"
+        return reason
 
     def ssrf_check(self, url: str) -> str | None:
         """``"ssrf"`` if the URL's host is an IP literal the guard refuses, else ``None``.

@@ -32,8 +32,16 @@ T = TypeVar("T")
 class ParsePool:
     """``async with ParsePool(n) as pool: page = await pool.parse(job)``."""
 
-    def __init__(self, workers: int, *, batch_max: int = 16, flush_delay_s: float = 0.002) -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        batch_max: int = 16,
+        flush_delay_s: float = 0.002,
+        extract: Callable[[Any, str], Any] | None = None,
+    ) -> None:
         self.workers = workers
+        self._extract = extract
         self._batch_max = batch_max
         self._flush_delay_s = flush_delay_s
         self._executor: ProcessPoolExecutor | None = None
@@ -79,7 +87,10 @@ class ParsePool:
     def _new_executor(self) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("spawn")
         return ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=context, initializer=init_worker
+            max_workers=self.workers,
+            mp_context=context,
+            initializer=init_worker,
+            initargs=(self._extract,),
         )
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:

@@ -77,6 +77,7 @@ def page_record(
         tokens=None if duplicate_of else page.tokens,
         simhash=page.simhash if page.text else None,
         near_duplicate_of=near_duplicate_of,
+        extract=page.extract,
     )
 
 

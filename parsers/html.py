@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -155,9 +156,28 @@ def _head(tree: LexborHTMLParser) -> _Head:
     return head
 
 
+_extract: Callable[[LexborHTMLParser, str], Any] | None = None
+"""The crawl's ``extract`` hook in this worker (``parsers.worker.init_worker``)."""
+
+
+def set_extract(function: Callable[[LexborHTMLParser, str], Any] | None) -> None:
+    global _extract
+    _extract = function
+
+
+def _run_extract(tree: LexborHTMLParser, url: str) -> tuple[str | None, str | None]:
+    """(JSON of the hook's result, None) or (None, why it failed)."""
+    assert _extract is not None
+    try:
+        return json.dumps(_extract(tree, url), ensure_ascii=False), None
+    except Exception as exc:  # the user's code: any failure is the page's, not the crawl's
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Page:
     """Parse one HTML response into a ``Page``. ``wanted``: see ``_links``."""
     tree = _document(job)
+    extracted, extract_error = _run_extract(tree, job.final_url) if _extract else (None, None)
     head = _head(tree)
     base = job.final_url
     if head.base is not None:
@@ -196,6 +216,8 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
         tokens=encode_counts(counts),
         simhash=simhash_text(text),
         anchor_hits=anchor_hits or None,
+        extract=extracted,
+        extract_error=extract_error,
     )
 
 

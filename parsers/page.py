@@ -66,6 +66,10 @@ class Page:
     """64-bit SimHash of the tokens (near-duplicate detection), unsigned."""
     anchor_hits: dict[str, int] | None = None
     """For a crawl with a query: outlinks whose anchor text holds query words, with how many."""
+    extract: str | None = None
+    """JSON of the crawl's ``extract`` hook's result for this page (``None``: no hook, or
+    it failed: then ``extract_error`` says why)."""
+    extract_error: str | None = None
     follow: tuple[str, ...] | None = None
     """Set by ``parse_batch``: the links worth offering to the frontier. A link this worker
     already offered at the same or a smaller depth is left out (the frontier has seen it),

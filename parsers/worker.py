@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
+from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -22,8 +24,13 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     return parse(jobs)
 
 
-def init_worker() -> None:
+def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
+    """Per process: ignore SIGINT; install the crawl's ``extract`` hook, if any."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if extract is not None:
+        from parsers import html
+
+        html.set_extract(extract)
 
 
 def warm_up() -> int:

@@ -138,9 +138,11 @@ def read_runs(path: str) -> list[tuple[object, ...]]:
         return postgres_read.read_runs(path)
     connection = connect_readonly(path)
     try:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+        unchanged = "pages_unchanged" if "pages_unchanged" in columns else "0"  # schema 1
         return connection.execute(
             "SELECT id, started_at, ended_at, status, reason, pages_ok, pages_failed, "
-            "pages_unchanged, bytes "
+            f"{unchanged}, bytes "
             "FROM runs ORDER BY id"
         ).fetchall()
     finally:

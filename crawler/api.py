@@ -1,0 +1,202 @@
+"""The streaming library API: ``Crawler`` and the ``CrawledPage`` it yields.
+
+Owns: running an ``Engine`` as a task of the caller's event loop and handing its pages over
+through a bounded queue, so a slow consumer slows the crawl (backpressure) instead of
+growing memory.
+
+    async with Crawler(Settings(db="site.db")) as crawler:
+        async for page in crawler.pages(["https://example.com/"]):
+            print(page.status, page.url, page.title)
+    print(crawler.report)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from crawler.errors import ConfigError, CrawlerError
+from crawler.hooks import Extract, Hooks, OnPage, UrlFilter
+from crawler.settings import Settings
+
+if TYPE_CHECKING:
+    from crawler.engine import Engine
+    from crawler.report import CrawlReport, ProgressCallback
+    from storage.base import PageRecord
+
+
+@dataclass(frozen=True, slots=True)
+class CrawledPage:
+    """One URL the crawl fetched, as stored: a parsed page, another response or a failure."""
+
+    url: str
+    final_url: str
+    status: int | None
+    """HTTP status; ``None`` when there was no response (then ``error`` says why)."""
+    error: str | None
+    content_type: str | None
+    title: str | None
+    text: str | None
+    lang: str | None
+    canonical: str | None
+    depth: int
+    fetched_at: str
+    links: tuple[str, ...]
+    """Every outlink (normalised, absolute), followed or not."""
+    score: float | None
+    duplicate_of: str | None
+    near_duplicate_of: str | None
+    extract: Any
+    """The ``extract`` hook's result (``None`` without a hook)."""
+    unchanged: bool
+    """A recrawl found the stored version current: ``title``/``text`` are not repeated."""
+
+    @classmethod
+    def from_record(cls, record: PageRecord) -> CrawledPage:
+        return cls(
+            url=record.url,
+            final_url=record.final_url,
+            status=record.status,
+            error=record.error,
+            content_type=record.content_type,
+            title=record.title,
+            text=record.text,
+            lang=record.lang,
+            canonical=record.canonical,
+            depth=record.depth,
+            fetched_at=record.fetched_at,
+            links=tuple(json.loads(record.links_json)) if record.links_json != "[]" else (),
+            score=record.score,
+            duplicate_of=record.duplicate_of,
+            near_duplicate_of=record.near_duplicate_of,
+            extract=json.loads(record.extract) if record.extract is not None else None,
+            unchanged=record.unchanged,
+        )
+
+
+class Crawler:
+    """A crawl you can run, stream, stop and run again, inside your own event loop.
+
+    ``run(seeds)`` crawls to the end and returns the ``CrawlReport``; ``pages(seeds)``
+    does the same while yielding every stored URL as a ``CrawledPage``. One run at a time
+    per ``Crawler``; separate ``Crawler`` objects may run at the same time (on different
+    databases). Leaving the ``async with`` block stops a run still going (requests in
+    flight finish and are stored) and waits for it.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        db: str | None = None,
+        on_page: OnPage | None = None,
+        url_filter: UrlFilter | None = None,
+        extract: Extract | None = None,
+        on_progress: ProgressCallback | None = None,
+        buffer: int = 64,
+    ) -> None:
+        settings = settings or Settings()
+        self.settings = settings.replace(db=db) if db is not None else settings
+        self.hooks = Hooks(on_page, url_filter, extract)
+        self._on_progress = on_progress
+        if buffer < 1:
+            raise ConfigError(f"buffer must be ≥ 1, got {buffer}")
+        self._buffer = buffer
+        self._engine: Engine | None = None
+        self._task: asyncio.Task[CrawlReport] | None = None
+        self._queue: asyncio.Queue[CrawledPage] | None = None
+        self.report: CrawlReport | None = None
+        """The last finished run's report."""
+
+    async def __aenter__(self) -> Crawler:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None and not self._task.done():
+            self.stop("crawler closed")
+            try:
+                await self._finish()
+            except (CrawlerError, asyncio.CancelledError):
+                if exc is None:
+                    raise
+
+    async def _finish(self) -> CrawlReport:
+        """Wait for the run to end, discarding pages no one will read (so that the crawl's
+        waiting emitters can finish); sets ``report``."""
+        task, queue = self._task, self._queue
+        assert task is not None
+        while not task.done():
+            if queue is not None:
+                while not queue.empty():
+                    queue.get_nowait()
+            await asyncio.wait({task}, timeout=0.05)
+        self._queue = None
+        self.report = task.result()
+        return self.report
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop the current run: no new requests; those in flight finish and are stored."""
+        if self._engine is not None:
+            self._engine.stop(reason)
+
+    async def run(self, seeds: Iterable[str]) -> CrawlReport:
+        """Crawl from ``seeds`` to the end (or a limit); returns the report."""
+        task = self._start(seeds, self.hooks)
+        self.report = await task
+        return self.report
+
+    async def pages(self, seeds: Iterable[str]) -> AsyncIterator[CrawledPage]:
+        """Crawl from ``seeds``, yielding each stored URL as it is stored. At most
+        ``buffer`` pages wait for the consumer; then the crawl waits. Breaking out of the
+        loop and leaving the ``async with`` block stops the crawl cleanly (or call ``stop()``
+        and keep reading); ``report`` is set when the run has ended."""
+        queue: asyncio.Queue[CrawledPage] = asyncio.Queue(maxsize=self._buffer)
+        user_on_page = self.hooks.on_page
+
+        async def emit(page: CrawledPage) -> None:
+            if user_on_page is not None:
+                await user_on_page(page)
+            await queue.put(page)
+
+        task = self._start(seeds, Hooks(emit, self.hooks.url_filter, self.hooks.extract))
+        self._queue = queue
+        finished = False
+        try:
+            while True:
+                if queue.empty() and task.done():
+                    break
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            finished = True
+        finally:
+            if not finished and not task.done():
+                self.stop("consumer stopped")
+        await self._finish()
+
+    def _start(self, seeds: Iterable[str], hooks: Hooks) -> asyncio.Task[CrawlReport]:
+        from crawler.engine import Engine
+        from crawler.seeds import parse_seed
+
+        if self._task is not None and not self._task.done():
+            raise CrawlerError("this Crawler is already running; use another for a second crawl")
+        normalized = list(dict.fromkeys(parse_seed(s, f"seed {s!r}") for s in seeds))
+        if not normalized:
+            raise ConfigError("no seed URLs given")
+        self._engine = Engine(self.settings, normalized, on_progress=self._on_progress,
+                              hooks=hooks)  # fmt: skip
+        self._task = asyncio.ensure_future(self._engine.run())
+        self._queue = None
+        return self._task
