@@ -122,6 +122,12 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--verbose", "-v", is_flag=True, default=None, help="Log every request.")
 @click.option("--no-progress", is_flag=True, default=None, help="No progress bar.")
 @click.option("--log-file", help="Append the log here instead of standard error.")
+@click.option("--stats-json", help="Write the final report to this file as JSON.")
+@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port "
+              "(http://127.0.0.1:PORT/metrics) while crawling.")  # fmt: skip
+@click.option("--metrics-host", help=_help("Address for --metrics-port.", "127.0.0.1"))
+@click.option("--lease-ttl", type=float, help=_help("PostgreSQL: seconds a process holds a "
+              "host without renewing; a dead process's hosts move on after this.", 30.0))  # fmt: skip
 @click.option("--log-format", type=click.Choice(["text", "json"]), help=_help(
               "Log lines as text or as JSON objects.", "text"))  # fmt: skip
 def crawl_command(seeds: Path, config_file: Path | None, **flags: Any) -> None:
@@ -193,7 +199,23 @@ def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
         _fail(EXIT_FAILED, str(exc))
     if not settings.quiet:
         view.summary(report)
+    if settings.stats_json:
+        _write_stats_json(settings.stats_json, report)
     return signal_code or EXIT_OK
+
+
+def _write_stats_json(path: str, report: CrawlReport) -> None:
+    import json
+    from dataclasses import asdict
+
+    data = asdict(report)
+    data["pages"], data["pages_per_s"] = report.pages, round(report.pages_per_s, 2)
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+    except OSError as exc:
+        _fail(EXIT_FAILED, f"--stats-json {path}: {exc.strerror}")
 
 
 @main.command("export")

@@ -185,6 +185,16 @@ class Engine:
         for task in self._jobs:
             task.cancel()
 
+    @property
+    def counters(self) -> RunCounters:
+        """The run's live tallies (read-only for callers)."""
+        return self._counters
+
+    @property
+    def backlog(self) -> int:
+        """URLs queued in the store but not in the memory window."""
+        return self._backlog
+
     def progress(self) -> Progress:
         return Progress(
             done=self._counters.done,

@@ -14,6 +14,7 @@ import signal
 
 from crawler import run_coroutine
 from crawler.engine import Engine
+from crawler.errors import ConfigError
 from crawler.report import CrawlReport, ProgressCallback
 from crawler.settings import Settings
 
@@ -31,6 +32,18 @@ def run_with_signals(
     async def main() -> CrawlReport:
         engine = Engine(settings, seeds, on_progress=on_progress)
         loop = asyncio.get_running_loop()
+        exporter = None
+        if settings.metrics_port is not None:
+            from crawler.metrics import serve_metrics
+
+            try:
+                exporter, _ = serve_metrics(engine, settings.metrics_port, settings.metrics_host)
+            except OSError as exc:
+                raise ConfigError(
+                    f"--metrics-port {settings.metrics_port}: cannot listen: {exc.strerror}"
+                ) from exc
+            log.info("metrics on http://%s:%d/metrics", settings.metrics_host,
+                     settings.metrics_port)  # fmt: skip
 
         def on_signal(signum: signal.Signals) -> None:
             received.append(signum)
@@ -47,6 +60,9 @@ def run_with_signals(
         finally:
             for signum in SIGNAL_EXIT_CODES:
                 loop.remove_signal_handler(signum)
+            if exporter is not None:
+                exporter.shutdown()
+                exporter.server_close()
 
     report = run_coroutine(main())
     return report, SIGNAL_EXIT_CODES[received[0]] if received else 0

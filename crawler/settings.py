@@ -99,6 +99,12 @@ class Settings:
     """Log every fetch."""
     progress: bool = True
     """Show a progress bar when stdout is a terminal."""
+    stats_json: str | None = None
+    """Write the final report here as JSON (for scripts and monitoring)."""
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on this port while crawling (``/metrics``)."""
+    metrics_host: str = "127.0.0.1"
+    """Address the metrics endpoint listens on (``0.0.0.0``: every interface)."""
     log_file: str | None = None
     """Append the log to this file instead of stderr."""
     log_format: str = "text"
@@ -126,6 +132,8 @@ class Settings:
                 object.__setattr__(self, name, value)
             if not isinstance(value, int | float) or value < 0:
                 raise ConfigError(f"--{_flag(name)} must be a duration ≥ 0, got {value!r}")
+        if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
+            raise ConfigError(f"--metrics-port must be 1-65535, got {self.metrics_port}")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"--log-format must be text or json, got {self.log_format!r}")
         for name in ("max_pages", "max_depth", "workers", "max_pages_per_host"):
