@@ -257,6 +257,8 @@ def export_command(
             with open(output, "w", encoding="utf-8", newline="") as handle:
                 count = export_pages(str(db), fmt, handle, selection)
     except StoreError as exc:
+        if output is not None and output.exists() and output.stat().st_size == 0:
+            output.unlink()  # opened before the export found it had nothing to write
         _fail(EXIT_USAGE, str(exc))
     except BrokenPipeError:
         # the reader went away (``crawl export db | head``): stop quietly, like other tools
