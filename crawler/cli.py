@@ -72,6 +72,8 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--max-pages", type=int, help="Stop after fetching this many pages.")
 @click.option("--max-depth", type=int, help="Follow links at most this deep (seeds are 0).")
 @click.option("--max-time", help="End the run cleanly after this long (90s, 50m, 1h30m).")
+@click.option("--every", help="Run again and again, one run starting every this long (1h, "
+              "30m), re-reading SEEDS each time: a schedule for hosts without cron.")  # fmt: skip
 @click.option("--recrawl-after", help=_help("A fetched page is due again after this long; "
               "a later run refetches it with a conditional GET.", "1d"))  # fmt: skip
 @click.option("--max-interval", help=_help("Longest recrawl interval an unchanged page grows "
@@ -140,7 +142,40 @@ def crawl_command(seeds: Path, config_file: Path | None, **flags: Any) -> None:
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
     _setup_logging(settings)
-    sys.exit(_run_crawl(seed_urls, settings))
+    if settings.every is None:
+        sys.exit(_run_crawl(seed_urls, settings))
+    sys.exit(_run_every(seeds, seed_urls, settings))
+
+
+def _run_every(seeds: Path, seed_urls: list[str], settings: Settings) -> int:
+    """``--every``: one run per period, until a signal. A run that finds the database
+    locked (an overlapping run) is skipped; a seeds file that turned bad keeps the last
+    good seeds."""
+    import time
+
+    from crawler.runner import wait_or_signal
+    from crawler.seeds import read_seeds
+
+    assert settings.every is not None
+    while True:
+        started = time.monotonic()
+        try:
+            code = _run_crawl(seed_urls, settings)
+        except SystemExit as exc:
+            if exc.code != EXIT_LOCKED:
+                raise
+            code = EXIT_OK  # the message is printed; try again next period
+        if code != EXIT_OK:
+            return code  # interrupted by a signal
+        wait_s = max(0.0, settings.every - (time.monotonic() - started))
+        log.info("next run in %.0f s", wait_s)
+        code = wait_or_signal(wait_s)
+        if code:
+            return code
+        try:
+            seed_urls = read_seeds(seeds)
+        except ConfigError as exc:
+            log.error("%s (keeping the previous seeds)", exc)
 
 
 def _settings(config_file: Path | None, flags: dict[str, Any]) -> Settings:

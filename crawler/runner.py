@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 
 from crawler import run_coroutine
 from crawler.engine import Engine
@@ -21,6 +22,25 @@ from crawler.settings import Settings
 log = logging.getLogger(__name__)
 
 SIGNAL_EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def wait_or_signal(seconds: float) -> int:
+    """Sleep ``seconds`` (between scheduled runs); a SIGINT/SIGTERM ends the wait early and
+    its exit code is returned (0 when the time simply passed)."""
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in SIGNAL_EXIT_CODES}
+    try:
+        deadline = time.monotonic() + seconds
+        while not received and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.25))
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return SIGNAL_EXIT_CODES[signal.Signals(received[0])] if received else 0
 
 
 def run_with_signals(

@@ -78,6 +78,9 @@ class Settings:
     max_time: float | None = None
     """Seconds the run may take: then it stops taking work and ends cleanly (``--max-time``
     also takes ``50m``, ``1h30m``, ``90s``)."""
+    every: float | None = None
+    """CLI: run the crawl again and again, starting one run every this long (``1h``), for
+    hosts without cron; each run is recorded. ``None``: one run."""
     recrawl_after: float = 86_400.0
     """Seconds after a fetch that a page is due again (a later run refetches it with a
     conditional GET); then the interval adapts: doubled while unchanged, halved on change."""
@@ -125,6 +128,10 @@ class Settings:
             object.__setattr__(self, "max_time", parse_duration(self.max_time, "--max-time"))
         if self.max_time is not None and self.max_time <= 0:
             raise ConfigError(f"--max-time must be positive, got {self.max_time}")
+        if isinstance(self.every, str):
+            object.__setattr__(self, "every", parse_duration(self.every, "--every"))
+        if self.every is not None and self.every <= 0:
+            raise ConfigError(f"--every must be positive, got {self.every}")
         for name in ("recrawl_after", "max_interval"):
             value = getattr(self, name)
             if isinstance(value, str):

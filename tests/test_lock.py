@@ -111,3 +111,43 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ConfigError, match="not a duration"):
         parse_duration(text, "--max-time")
+
+
+def test_every_runs_on_a_schedule_and_picks_up_new_seeds(tmp_path: Path) -> None:
+    db = str(tmp_path / "e.db")
+    with SiteServer() as first, SiteServer() as second:
+        for site in (first, second):
+            site.fallback = html_handler("<title>t</title><p>page</p>")
+        seeds_file = seeds(tmp_path, first.url + "/")
+        crawl = subprocess.Popen(
+            [sys.executable, "-m", "crawler", seeds_file, "--db", db, *FAST, "--every", "1s",
+             "--max-interval", "0", "--no-progress"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(first.paths()) < 2:
+            time.sleep(0.1)
+        with open(seeds_file, "a") as handle:  # a seed added between runs is crawled next
+            handle.write(second.url + "/\n")
+        while time.monotonic() < deadline and not (second.paths() and finished_runs(db) >= 3):
+            time.sleep(0.1)
+        crawl.send_signal(signal.SIGTERM)
+        _, err = crawl.communicate(timeout=30)
+    assert crawl.returncode == 143, err
+    assert first.paths().count("/") >= 2  # every run refetches (all due: --max-interval 0)
+    assert "/" in second.paths()
+    with sqlite3.connect(db) as connection:
+        runs = connection.execute("SELECT status FROM runs ORDER BY id").fetchall()
+    assert len(runs) >= 3 and all(status == "finished" for (status,) in runs[:3])
+
+
+def finished_runs(db: str) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+            return int(
+                connection.execute(
+                    "SELECT count(*) FROM runs WHERE status = 'finished'"
+                ).fetchone()[0]
+            )
+    except sqlite3.Error:
+        return 0
