@@ -31,7 +31,8 @@ pid {state}/nginx.pid;
 error_log {state}/error.log warn;
 events {{ worker_connections 4096; }}
 http {{
-    access_log off;
+    log_format status '$status $request_method $request_uri';
+    access_log {access_log};
     client_body_temp_path {state}/client_body;
     proxy_temp_path {state}/proxy;
     fastcgi_temp_path {state}/fastcgi;
@@ -74,9 +75,11 @@ def nginx_version(binary: str) -> str:
 class Nginx:
     """One foreground nginx serving `root` on 127.0.0.1:port."""
 
-    def __init__(self, root: Path, port: int) -> None:
+    def __init__(self, root: Path, port: int, access_log: Path | None = None) -> None:
         self.root = root.resolve()
         self.port = port
+        self.access_log = access_log
+        """Where to log every request as `STATUS METHOD URI` (off when None: benchmarks)."""
         self.state = WORK_DIR / f"nginx-{port}"
         self.binary = ensure_nginx()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -88,7 +91,10 @@ class Nginx:
     def write_config(self) -> Path:
         self.state.mkdir(parents=True, exist_ok=True)
         conf = self.state / "nginx.conf"
-        conf.write_text(CONFIG.format(state=self.state, port=self.port, root=self.root))
+        access_log = f"{self.access_log} status" if self.access_log is not None else "off"
+        conf.write_text(
+            CONFIG.format(state=self.state, port=self.port, root=self.root, access_log=access_log)
+        )
         return conf
 
     def start(self) -> None:
