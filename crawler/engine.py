@@ -652,8 +652,9 @@ class Engine:
         if not frontier.mark_seen(url):
             return False
         self._found.append(UrlRecord(url, depth, priority, False, utc_now()))
-        self._spills += 1
-        self._backlog += 1
+        if not self._shared:  # a shared store is polled instead (``_claim_shared``)
+            self._spills += 1
+            self._backlog += 1
         return True
 
     def admit(self, url: str) -> str | None:
