@@ -242,9 +242,10 @@ class Engine:
     async def _crawl(self, run_id: int) -> tuple[str, str]:
         self._run_id = run_id
         store = self._store
-        self._backlog = await store.open_frontier(
+        queued = await store.open_frontier(
             run_id, self.seeds, time.time(), utc_now(), self.settings.max_interval
         )
+        self._backlog = 0 if self._shared else queued  # a shared store is polled instead
         if store.exclusive:  # a shared frontier's store dedups what this process has not seen
             mark_seen = self._frontier.mark_seen
             async for url in store.known_urls():
