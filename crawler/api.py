@@ -57,6 +57,7 @@ class CrawledPage:
 
     @classmethod
     def from_record(cls, record: PageRecord) -> CrawledPage:
+        """The public view of a stored record (``storage.base.PageRecord``)."""
         return cls(
             url=record.url,
             final_url=record.final_url,

@@ -227,7 +227,10 @@ class Engine:
             raise StorageError(str(exc)) from exc
         status, reason = "failed", "error"
         try:
-            status, reason = await self._crawl(run_id)
+            try:
+                status, reason = await self._crawl(run_id)
+            except BaseExceptionGroup as group:  # from the TaskGroup: one error, usually
+                raise _single(group) from None
         except (KeyboardInterrupt, asyncio.CancelledError):
             status, reason = "interrupted", self._stop_reason or "cancelled"
             raise
@@ -273,6 +276,8 @@ class Engine:
                         task.cancel()
         if self.settings.max_time is not None:
             deadline.cancel()
+        if self._on_progress is not None:
+            self._on_progress(self.progress())  # the final numbers
         if self._stop_reason == "max-time":
             return "finished", "max-time"  # a time budget is a normal end, like max-pages
         if self._stop_reason is not None:
@@ -781,6 +786,15 @@ class Fetched:
     result: FetchResult | None
     error: str | None
     retried: bool = False
+
+
+def _single(group: BaseExceptionGroup) -> BaseException:
+    """The one exception inside (nested) exception groups, or the group when there are more:
+    a failing hook or store reaches the caller as itself, not wrapped by the TaskGroup."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def _retry_after_s(result: FetchResult | None) -> float | None:

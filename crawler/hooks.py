@@ -8,6 +8,10 @@
   (a ``selectolax.lexbor.LexborHTMLParser``; do not modify it) and its result is stored as
   ``pages.extract``. It must be picklable: a module-level function. Its exceptions are
   logged with the URL; the page is stored without an extract.
+
+An exception raised by ``on_page`` or ``url_filter`` is a bug in the caller's code: the crawl
+stops, the run is recorded as ``failed`` (what was stored stays; the rest stays queued)
+and the exception reaches the caller of ``run()`` / ``pages()`` as itself.
 """
 
 from __future__ import annotations

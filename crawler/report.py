@@ -25,10 +25,12 @@ class Progress:
 
     @property
     def pages_per_s(self) -> float:
+        """Average rate since the run started."""
         return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     @property
     def bytes_per_s(self) -> float:
+        """Average download rate (body bytes) since the run started."""
         return self.bytes / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
@@ -60,10 +62,12 @@ class CrawlReport:
 
     @property
     def pages(self) -> int:
+        """URLs fetched in this run: ok, failed and unchanged."""
         return self.pages_ok + self.pages_failed + self.pages_unchanged
 
     @property
     def pages_per_s(self) -> float:
+        """Average rate of the run."""
         return self.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 

@@ -160,14 +160,17 @@ class Settings:
 
     @property
     def include_patterns(self) -> tuple[re.Pattern[str], ...]:
+        """``include`` compiled."""
         return self._compiled[0]
 
     @property
     def exclude_patterns(self) -> tuple[re.Pattern[str], ...]:
+        """``exclude`` compiled."""
         return self._compiled[1]
 
     @property
     def parse_workers(self) -> int:
+        """Parse processes to start: ``workers``, else the number of CPUs."""
         return self.workers or os.cpu_count() or 1
 
     def replace(self, **changes: Any) -> Settings:
