@@ -254,7 +254,7 @@ def _write_stats_json(path: str, report: CrawlReport) -> None:
 
 
 @main.command("export")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "warc"]), default="jsonl",
               show_default=True, help="Output format (warc: WARC 1.1, gzip per record; needs "
               "a crawl with --store-body).")  # fmt: skip
@@ -265,7 +265,7 @@ def _write_stats_json(path: str, report: CrawlReport) -> None:
               "e.g. 2026-11-29 or 2026-11-29T12:00:00Z).")  # fmt: skip
 @click.option("--min-score", type=float, help="Only pages scored at least this (--query).")
 def export_command(
-    db: Path,
+    db: str,
     fmt: str,
     output: Path | None,
     dedup: bool,
@@ -305,13 +305,13 @@ def export_command(
 
 
 @main.command("rank")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=click.Path(dir_okay=False))
 @click.option("--query", "queries", multiple=True, required=True,
               help="Text to rank pages against (repeatable: the corpus is loaded once).")  # fmt: skip
 @click.option("--top", type=int, default=10, show_default=True, help="Results per query.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
               show_default=True, help="Where the BM25 kernel runs.")  # fmt: skip
-def rank_command(db: Path, queries: tuple[str, ...], top: int, device: str) -> None:
+def rank_command(db: str, queries: tuple[str, ...], top: int, device: str) -> None:
     """Rank the stored pages of DB by BM25 relevance to --query (no re-parsing)."""
     from storage.base import StoreError
 
@@ -332,8 +332,8 @@ def rank_command(db: Path, queries: tuple[str, ...], top: int, device: str) -> N
 
 
 @main.command("runs")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
-def runs_command(db: Path) -> None:
+@click.argument("db", type=click.Path(dir_okay=False))
+def runs_command(db: str) -> None:
     """Print the run history of DB: start, end, status, pages, why it stopped."""
     from storage.base import StoreError
     from storage.export import read_runs
@@ -350,9 +350,9 @@ def runs_command(db: Path) -> None:
 
 
 @main.command("stats")
-@click.argument("db", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("db", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
-def stats_command(db: Path, as_json: bool) -> None:
+def stats_command(db: str, as_json: bool) -> None:
     """Summarise DB: URLs by state, pages by status, what is due, hosts, runs, size."""
     import json
     import time
