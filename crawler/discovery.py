@@ -79,7 +79,9 @@ class Discovery:
         engine = self._engine
         delay = rules.crawl_delay(engine.settings.user_agent) if rules is not None else None
         engine.frontier.robots_done(job, rules, delay, time.monotonic(), reason=reason)
-        if engine.settings.sitemaps and reason == "robots":
+        # A shared frontier (PostgreSQL) reads no sitemaps: each process holding the host in
+        # turn would read them again, outside the host's lease.
+        if engine.settings.sitemaps and reason == "robots" and engine.store.exclusive:
             listed = rules.sitemaps if rules is not None else ()
             for url in listed or ("/sitemap.xml",):
                 self._add_sitemap(url, job.url)

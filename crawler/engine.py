@@ -55,7 +55,7 @@ from storage.base import (
     StoreError,
     UrlRecord,
 )
-from storage.factory import is_postgres, make_store
+from storage.factory import is_postgres, make_store, redact_dsn
 
 if TYPE_CHECKING:
     from crawler.focus import Focus
@@ -351,10 +351,12 @@ class Engine:
             want = min(self._frontier.room, _CLAIM_BATCH)
             rows = await self._store.claim(self._run_id, want, time.time())
             self._load(rows)
-            if rows:
+            if len(rows) >= want:  # there may be more at once
                 self._next_claim = 0.0
                 return
             self._next_claim = time.monotonic() + _CLAIM_POLL_S
+            if rows:
+                return
             if self._unfinished == 0 and self._frontier.empty:
                 self._fleet_done = await self._store.outstanding() == 0
         finally:
@@ -710,13 +712,18 @@ class Engine:
     async def _write(self, run_id: int) -> None:
         batch: list[PageRecord] = []
         records = self._records
+        loop = asyncio.get_running_loop()
+        flush_at: float | None = None  # a batch is written at most _WRITE_IDLE_S after it began
         while True:
             try:
-                async with asyncio.timeout(_WRITE_IDLE_S if batch else None):
+                async with asyncio.timeout_at(flush_at):
                     record = await records.get()
             except TimeoutError:
                 await self._save(batch, run_id)
+                flush_at = None
                 continue
+            if flush_at is None:
+                flush_at = loop.time() + _WRITE_IDLE_S
             if record is None:
                 await self._save(batch, run_id)
                 return
@@ -726,6 +733,7 @@ class Engine:
             )
             if len(batch) >= _WRITE_BATCH:
                 await self._save(batch, run_id)
+                flush_at = None
 
     async def _save(self, batch: list[PageRecord], run_id: int) -> None:
         skips, self._skips = self._skips, []
@@ -745,7 +753,7 @@ class Engine:
         counters = self._counters
         return CrawlReport(
             run_id=run_id,
-            db=self.settings.db,
+            db=redact_dsn(self.settings.db),
             status=status,
             reason=reason,
             started_at=started_at,
@@ -804,4 +812,6 @@ def _allow_everything(host: str) -> bool:
 
 
 def _settings_json(settings: Settings) -> dict[str, object]:
-    return {k: v for k, v in asdict(settings).items() if not k.startswith("_")}
+    values = {k: v for k, v in asdict(settings).items() if not k.startswith("_")}
+    values["db"] = redact_dsn(settings.db)  # never a password in the database or a report
+    return values

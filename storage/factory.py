@@ -7,6 +7,7 @@ Owns: the mapping from the user's ``--db`` string to a ``Store``. PostgreSQL sup
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from storage.sqlite import SQLiteStore
 
@@ -28,3 +29,25 @@ def make_store(db: str, *, lease_ttl_s: float = 30.0) -> Store:
 
         return PostgresStore(db, lease_ttl_s=lease_ttl_s)
     return SQLiteStore(db)
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN without its password (in the authority or as a ``password=`` parameter);
+    anything else (a SQLite path) unchanged."""
+    if not is_postgres(dsn):
+        return dsn
+    try:
+        parts = urlsplit(dsn)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}@{hostport}" if user else hostport
+        query = parts.query
+        if query:
+            pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
+                     if k.lower() != "password"]  # fmt: skip
+            query = urlencode(pairs)
+        return parts._replace(netloc=netloc, query=query).geturl()
+    except ValueError:
+        return dsn.split("@")[-1]

@@ -30,7 +30,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import asyncpg
 
@@ -44,6 +43,7 @@ from storage.base import (
     StoreError,
     UrlRecord,
 )
+from storage.factory import redact_dsn
 from storage.postgres_schema import (
     ADVISORY_LOCK_KEY,
     LATEST_VERSION,
@@ -90,25 +90,6 @@ _RETRY: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.DeadlockDetectedError,
     asyncpg.exceptions.SerializationError,
 )
-
-
-def redact_dsn(dsn: str) -> str:
-    """The DSN without its password (in the authority or as a ``password=`` parameter)."""
-    try:
-        parts = urlsplit(dsn)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostport = netloc.rpartition("@")
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}@{hostport}" if user else hostport
-        query = parts.query
-        if query:
-            pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
-                     if k.lower() != "password"]  # fmt: skip
-            query = urlencode(pairs)
-        return parts._replace(netloc=netloc, query=query).geturl()
-    except ValueError:
-        return dsn.split("@")[-1]
 
 
 async def _no_reset(connection: asyncpg.Connection) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import asyncpg
 
 from storage.base import StoreError
-from storage.postgres import redact_dsn
+from storage.factory import redact_dsn
 
 if TYPE_CHECKING:
     from storage.export import ExportFilter
