@@ -32,7 +32,8 @@ from benchlib import WORK_DIR, free_port
 from nginx import Nginx
 from sitegen import ensure_site
 
-FLAGS = ["--concurrency", "16", "--per-host", "16", "--delay", "0", "--no-progress", "-q"]
+FLAGS = ["--concurrency", "4", "--per-host", "4", "--delay", "0", "--no-progress", "-q"]
+"""Slow enough (a few hundred pages/s) that the kills land while there is work left."""
 
 
 def crawl(seeds: Path, db: Path, *extra: str) -> subprocess.Popen[bytes]:
