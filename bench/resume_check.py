@@ -32,8 +32,7 @@ from benchlib import WORK_DIR, free_port
 from nginx import Nginx
 from sitegen import ensure_site
 
-FLAGS = ["--concurrency", "4", "--per-host", "4", "--delay", "0", "--no-progress", "-q"]
-"""Slow enough (a few hundred pages/s) that the kills land while there is work left."""
+FLAGS = ["--concurrency", "16", "--per-host", "16", "--delay", "0", "--no-progress", "-q"]
 
 
 def crawl(seeds: Path, db: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -84,11 +83,16 @@ def main() -> int:
     with Nginx(site, port, access_log=log):
         # -- kill -9, N times, then finish ------------------------------------------------
         kills = []
+        # each kill when the stored pages reach a random target, spread over the crawl, so
+        # that every kill lands while work is left (polled every 20 ms)
         for _ in range(args.kills):
             before = stored_pages(db)
+            target = before + rng.randint(50, max(60, (len(expected) - before) // (args.kills)))
             proc = crawl(seeds, db)
-            wait_s = rng.uniform(2.0, 5.0)  # start-up takes ~1.5 s; then ~1,000 pages/s
-            time.sleep(wait_s)
+            started_kill = time.monotonic()
+            while proc.poll() is None and stored_pages(db) < target:
+                time.sleep(0.02)
+            wait_s = time.monotonic() - started_kill
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills.append((round(wait_s, 2), before, stored_pages(db)))
@@ -110,8 +114,8 @@ def main() -> int:
             and runs[-1] == ("finished", "done")
         )
         lines += [
-            f"Site: {len(expected)} pages (bench/sitegen.py, nginx). {args.kills} x SIGKILL at "
-            f"random moments, then a run to the end (exit {code}, "
+            f"Site: {len(expected)} pages (bench/sitegen.py, nginx). {args.kills} x SIGKILL, each "
+            f"when the stored pages reach a random target, then a run to the end (exit {code}, "
             f"{time.monotonic() - started:.1f} s).",
             "",
             "| kill | after s | pages stored before | pages stored after |",
