@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,12 +27,27 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
 
 
 def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
-    """Per process: ignore SIGINT; install the crawl's ``extract`` hook, if any."""
+    """Per process: ignore SIGINT; exit when the crawl process dies; install the crawl's
+    ``extract`` hook, if any."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent()
     if extract is not None:
         from parsers import html
 
         html.set_extract(extract)
+
+
+def _exit_with_parent(poll_s: float = 1.0) -> None:
+    """A crawl killed with SIGKILL cannot stop its pool: without this its workers (and their
+    memory) would live on as orphans. A daemon thread notices the new parent and exits."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def warm_up() -> int:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
+import time
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 import pytest
 
 from crawler.errors import ParseError
 from crawler.pool import ParsePool
 from parsers.page import ParseJob
+from tests.sites import SiteServer, html_handler
 
 
 def job(i: int, body: bytes | None = None) -> ParseJob:
@@ -63,3 +68,53 @@ def _kill_workers(pool: ParsePool) -> None:
     assert executor is not None
     for pid in list(executor._processes):  # type: ignore[attr-defined]
         os.kill(pid, signal.SIGKILL)
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_parse_workers_exit_when_the_crawl_is_killed(tmp_path: Path) -> None:
+    """kill -9 of a crawl cannot stop its pool: the workers must notice and exit, not
+    linger as orphans holding their memory (cron kills overrunning runs)."""
+    seeds = tmp_path / "seeds.txt"
+    with SiteServer(latency_s=0.05) as site:
+        site.fallback = html_handler("".join(f'<a href="/p{i}">{i}</a>' for i in range(50)))
+        seeds.write_text(site.url + "/\n")
+        crawl = subprocess.Popen(
+            [sys.executable, "-m", "crawler", str(seeds), "--db", str(tmp_path / "k.db"),
+             "--workers", "2", "--delay", "0", "--no-progress", "-q"],
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        workers: set[int] = set()
+        while time.monotonic() < deadline and len(workers) < 2:
+            workers = _children(crawl.pid)
+            time.sleep(0.1)
+        while time.monotonic() < deadline and len(site.hits) < 5:
+            time.sleep(0.1)  # the pool is up and parsing
+        crawl.send_signal(signal.SIGKILL)
+        crawl.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+            time.sleep(0.1)
+    assert len(workers) >= 2
+    assert not [pid for pid in workers if _alive(pid)]
