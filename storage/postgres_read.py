@@ -20,6 +20,7 @@ import asyncpg
 
 from storage.base import StoreError
 from storage.factory import redact_dsn
+from storage.postgres import _CLOSE_ERRORS, _CONNECT_ERRORS, _CONNECT_TIMEOUT_S, _ERRORS
 
 if TYPE_CHECKING:
     from storage.export import ExportFilter
@@ -28,15 +29,6 @@ T = TypeVar("T")
 
 _CHUNK = 500
 """Rows fetched from the cursor at a time."""
-_CONNECT_TIMEOUT_S = 10.0
-_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    OSError,
-    TimeoutError,
-)
-_CONNECT_ERRORS: tuple[type[BaseException], ...] = (*_ERRORS, ValueError)
-_CLOSE_ERRORS: tuple[type[BaseException], ...] = (*_ERRORS, asyncio.CancelledError)
 
 
 class _Loop:

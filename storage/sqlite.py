@@ -280,16 +280,19 @@ class SQLiteStore:
                 (_SEED_URL, [(url, url_origin(url), found_at, run_id) for url in seeds]),
             ],
         )
+        return await self._count(
+            "SELECT count(*) FROM urls WHERE state = 'queued' AND lease IS NULL"
+        )
+
+    async def _count(self, sql: str) -> int:
+        """A ``count(*)`` over the frontier."""
         async with self._lock:
             try:
-                async with self.db.execute(
-                    "SELECT count(*) FROM urls WHERE state = 'queued' AND lease IS NULL"
-                ) as cursor:
+                async with self.db.execute(sql) as cursor:
                     row = await cursor.fetchone()
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: cannot read the frontier: {exc}") from exc
-        assert row is not None
-        return int(row[0])
+        return int(row[0]) if row is not None else 0
 
     async def known_urls(self) -> AsyncIterator[str]:
         async with self._lock:
@@ -321,15 +324,7 @@ class SQLiteStore:
         return [QueuedUrl(r[1], r[2], r[3], r[5], r[6], r[7], r[4]) for r in rows]
 
     async def outstanding(self) -> int:
-        async with self._lock:
-            try:
-                async with self.db.execute(
-                    "SELECT count(*) FROM urls WHERE state = 'queued'"
-                ) as cursor:
-                    row = await cursor.fetchone()
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot read the frontier: {exc}") from exc
-        return int(row[0]) if row is not None else 0
+        return await self._count("SELECT count(*) FROM urls WHERE state = 'queued'")
 
     async def heartbeat(self, run_id: int, now: float) -> None:
         """Nothing to renew: the run lock makes this process the only one."""
