@@ -18,9 +18,9 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
-from parsers.links import resolve_url
+from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
-from parsers.tokens import encode_counts, simhash_text, tokenize
+from parsers.tokens import encode_counts, simhash_text, term_counts, tokenize
 
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template"]
 _LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
@@ -103,12 +103,13 @@ def _links(
     found: dict[str, None] = {}
     nofollow: dict[str, None] = {}
     hits: dict[str, int] | None = {} if terms else None
+    resolve = Resolver(base).resolve
     for node in tree.css(_LINK_SELECTOR):
         attributes = node.attributes
         href = attributes.get("src" if node.tag in _FRAME_TAGS else "href")
         if not href:
             continue
-        url = resolve_url(base, href.strip())
+        url = resolve(href.strip())
         if url is None:
             continue
         if len(found) < max_links:
@@ -215,6 +216,8 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
         nofollow_links=nofollow_links,
         tokens=encode_counts(counts),
         simhash=simhash_text(text),
+        token_length=counts.length,
+        query_tf=term_counts(counts, job.query_ids) if job.query_ids else (),
         anchor_hits=anchor_hits or None,
         extract=extracted,
         extract_error=extract_error,

@@ -62,6 +62,104 @@ def resolve_url(base: str, href: str) -> str | None:
     return _finish(joined)
 
 
+_SAFE_PATH = re.compile(r"[A-Za-z0-9._~/-]*")
+_SAFE_QUERY = re.compile(r"[A-Za-z0-9._~/=&-]*")
+
+
+class Resolver:
+    """``resolve_url`` for many hrefs against one base, with a string fast path.
+
+    Most hrefs on a page are plain: a relative, root-relative or same-origin absolute URL
+    made of letters, digits and ``-._~/`` (with maybe a ``?`` query of those and ``=&``).
+    For those, WHATWG resolution against an already-normalised base is string concatenation
+    plus dot-segment removal, which this does without building a URL object (~10x cheaper).
+    Anything else (other characters, escapes, fragments, schemes, ``//host``, an empty href)
+    goes to ada. ``tests/test_links.py`` checks the two agree on generated hrefs.
+    """
+
+    __slots__ = ("_dir", "_origin", "_slash_origin", "base")
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._origin: str | None = None
+        self._slash_origin = ""
+        self._dir = ""
+        try:
+            normal = ada_url.normalize_url(base)
+        except ValueError:
+            return
+        if normal != base or not base.startswith(_HTTP_PREFIXES) or "#" in base or "%" in base:
+            return  # not an already normalised plain base: ada does everything
+        start = base.find("/", base.find("//") + 2)
+        if start < 0:
+            return
+        self._origin = base[:start]
+        self._slash_origin = self._origin + "/"
+        path = base[start:]
+        query = path.find("?")
+        if query >= 0:
+            path = path[:query]
+        self._dir = path[: path.rfind("/") + 1]
+
+    def resolve(self, href: str) -> str | None:
+        """``resolve_url(self.base, href)``."""
+        origin = self._origin
+        if origin is not None and href:
+            first = href[0]
+            if first == "/":
+                if not href.startswith("//"):
+                    fast = self._fast(href)
+                    if fast is not None:
+                        return fast
+            elif href.startswith(_HTTP_PREFIXES):
+                if href.startswith(self._slash_origin):
+                    fast = self._fast(href[len(origin) :])
+                    if fast is not None:
+                        return fast
+            elif first != "?" and ":" not in href:
+                fast = self._fast(self._dir + href)
+                if fast is not None:
+                    return fast
+        return resolve_url(self.base, href)
+
+    def _fast(self, path: str) -> str | None:
+        """``origin + path`` normalised, for a ``path`` that starts with ``/``; ``None``
+        when it holds anything but the plain characters."""
+        query = path.find("?")
+        if query >= 0:
+            if not _SAFE_QUERY.fullmatch(path, query + 1):
+                return None
+            tail = path[query:]
+            path = path[:query]
+        else:
+            tail = ""
+        if not _SAFE_PATH.fullmatch(path):
+            return None
+        if "/." in path:
+            path = _remove_dot_segments(path)
+        return f"{self._origin}{path}{tail}"
+
+
+def _remove_dot_segments(path: str) -> str:
+    """WHATWG path parsing of ``.`` and ``..`` segments for a special-scheme path of plain
+    characters starting with ``/`` (``..`` never climbs above the root)."""
+    segments = path.split("/")[1:]
+    last = len(segments) - 1
+    out: list[str] = []
+    for i, segment in enumerate(segments):
+        if segment == "..":
+            if out:
+                out.pop()
+            if i == last:
+                out.append("")
+        elif segment == ".":
+            if i == last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
 def normalize_url(url: str) -> str:
     """The form URLs are deduplicated on. Raises ``ValueError`` for an invalid or non-http(s) URL.
 

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parsers.links import normalize_url, resolve_url, url_authority, url_hostname, url_origin
+from parsers.links import (
+    Resolver,
+    normalize_url,
+    resolve_url,
+    url_authority,
+    url_hostname,
+    url_origin,
+)
 
 
 @pytest.mark.parametrize(
@@ -60,3 +67,35 @@ def test_authority_helpers() -> None:
     assert url_origin(url) == "https://example.com:8443"
     assert url_hostname("http://[::1]:81/") == "[::1]"
     assert url_authority("http://example.com?x=1") == "example.com"
+
+
+_RESOLVER_BASES = [
+    "http://example.com/",
+    "http://example.com/a/b/c.html",
+    "http://example.com/a/b/?q=1&r=/x/../y",
+    "https://example.com:8443/dir/",
+    "http://user:pw@example.com:8080/x/y",
+    "http://[::1]:8080/a/",
+    "http://example.com/a%7eb/c",  # an escape in the base: ada does it all
+    "HTTP://Example.COM:80/a/./b",  # not normalised: ada does it all
+]
+_HREF_PARTS = ["a", "B", "0", ".", "..", "/", "//", "?", "=", "&", "-", "_", "~", "%7e", "#",
+               ":", " ", "\t", "http://example.com", "https://example.com:8443", "@", "é"]  # fmt: skip
+
+
+@given(
+    st.sampled_from(_RESOLVER_BASES),
+    st.lists(st.sampled_from(_HREF_PARTS), max_size=10).map("".join),
+)
+def test_resolver_fast_path_agrees_with_ada(base: str, href: str) -> None:
+    assert Resolver(base).resolve(href) == resolve_url(base, href)
+
+
+@pytest.mark.parametrize(
+    "href",
+    ["c.html", "../c.html", "../../../../c", "./", ".", "..", "a/..", "a/./b/../c?x=./..",
+     "/r/../s", "http://example.com/a/../b", "http://example.com", "x?", "x?a=b&c=d", ""],
+)  # fmt: skip
+def test_resolver_dot_segments(href: str) -> None:
+    base = "http://example.com/a/b/c.html"
+    assert Resolver(base).resolve(href) == resolve_url(base, href)
