@@ -576,7 +576,7 @@ class Engine:
                 ParseJob(job.url, result.final_url, result.status, result.content_type,
                          result.charset, result.body, result.x_robots_tag,
                          self.settings.max_outlinks, job.depth,
-                         self._focus.terms if self._focus is not None else ())
+                         *((self._focus.terms, self._focus.ids) if self._focus is not None else ()))
             )  # fmt: skip
         except ParseError as exc:
             log.warning("cannot parse %s: %s", job.url, exc.message)
@@ -589,7 +589,7 @@ class Engine:
             near = self._near.first_near(page.simhash, job.url)
         score = None
         if self._focus is not None and duplicate_of is None:
-            score = await self._focus.score(page.tokens)
+            score = await self._focus.score_terms(page.query_tf, page.token_length)
         # A duplicate's links are followed too: relative links of the same bytes at another
         # URL lead elsewhere, and the workers' memo of offered links relies on it.
         self._follow(page.followable, job.depth + 1, score, page.anchor_hits)

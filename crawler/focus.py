@@ -17,7 +17,7 @@ import logging
 import numpy as np
 
 from crawler.scoring import BM25Stats, TokenBatch, score_batch, select_device
-from parsers.tokens import decode_counts, query_ids
+from parsers.tokens import decode_counts, query_ids, term_counts
 
 log = logging.getLogger(__name__)
 
@@ -30,20 +30,32 @@ class Focus:
     ) -> None:
         self.query = query
         self.query_ids = query_ids(query)
+        self.ids: tuple[int, ...] = tuple(int(i) for i in self.query_ids)
+        """The query's token ids, for ``ParseJob.query_ids``: workers count them."""
         self.terms = tuple(sorted({t.lower() for t in query.split() if t.strip()}))
         self.device = select_device(device)
         self.stats = BM25Stats(self.query_ids)
         self._batch_max = batch_max
         self._wait_s = wait_s
-        self._pending: list[tuple[bytes, asyncio.Future[float]]] = []
+        self._pending: list[tuple[tuple[int, ...], int, asyncio.Future[float]]] = []
         self._timer: asyncio.TimerHandle | None = None
         log.info("scoring on %s (query %r)", self.device, query)
 
     async def score(self, tokens: bytes) -> float:
         """The BM25 score of a page from its encoded token counts."""
+        counts = decode_counts(tokens)
+        return await self.score_terms(term_counts(counts, self.ids), counts.length)
+
+    async def score_terms(self, tf: tuple[int, ...], length: int) -> float:
+        """The BM25 score of a page of ``length`` tokens where query term ``self.ids[i]``
+        occurs ``tf[i]`` times (``Page.query_tf``, counted in the parse worker).
+
+        BM25 reads nothing of a document but its length and its query terms' counts, so the
+        main process never decodes a page's token blob (~1,000 ids) to score it.
+        """
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[float] = loop.create_future()
-        self._pending.append((tokens, waiter))
+        self._pending.append((tf, length, waiter))
         if len(self._pending) >= self._batch_max:
             self._flush()
         elif self._timer is None:
@@ -60,23 +72,43 @@ class Focus:
         if not pending:
             return
         try:
-            scores = self.score_now([tokens for tokens, _ in pending])
+            scores = self.score_now([(tf, length) for tf, length, _ in pending])
         except Exception as exc:  # handed to each waiter: a kernel failure fails the crawl
-            for _, waiter in pending:
+            for *_, waiter in pending:
                 if not waiter.done():
                     waiter.set_exception(exc)
             return
-        for (_, waiter), value in zip(pending, scores, strict=True):
+        for (*_, waiter), value in zip(pending, scores, strict=True):
             if not waiter.done():
                 waiter.set_result(float(value))
 
-    def score_now(self, blobs: list[bytes]) -> np.ndarray:
-        """Observe and score a batch synchronously (the kernel call itself).
+    def score_now(self, docs: list[tuple[tuple[int, ...], int]]) -> np.ndarray:
+        """Observe and score a batch of (query term counts, length) synchronously (the kernel
+        call itself).
 
-        During a crawl the parse workers have the cores: the serial twin of the fused kernel
-        runs here, so numba's thread pool is never started in the crawl (``crawl rank`` uses
-        the parallel kernel and all cores).
+        The batch holds only the query terms' entries, which is all the kernel reads: the
+        scores equal those of the documents' full token counts. During a crawl the parse
+        workers have the cores: the serial twin of the fused kernel runs here, so numba's
+        thread pool is never started in the crawl (``crawl rank`` uses the parallel kernel
+        and all cores).
         """
-        batch = TokenBatch.from_counts([decode_counts(blob) for blob in blobs])
+        batch = self._terms_batch(docs)
         self.stats.observe(batch)
         return score_batch(batch, self.stats, self.query_ids, self.device, parallel=False)
+
+    def _terms_batch(self, docs: list[tuple[tuple[int, ...], int]]) -> TokenBatch:
+        ids: list[int] = []
+        counts: list[int] = []
+        offsets = [0]
+        for tf, _ in docs:
+            for term, count in zip(self.ids, tf, strict=True):
+                if count:
+                    ids.append(term)
+                    counts.append(count)
+            offsets.append(len(ids))
+        return TokenBatch(
+            np.array(ids, dtype=np.uint32),
+            np.array(counts, dtype=np.uint32),
+            np.array(offsets, dtype=np.int64),
+            np.array([length for _, length in docs], dtype=np.int64),
+        )

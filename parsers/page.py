@@ -31,6 +31,9 @@ class ParseJob:
     """The page's depth: its links are at ``depth + 1``."""
     query_terms: tuple[str, ...] = ()
     """Lower-cased query words: anchors holding them are counted (``Page.anchor_hits``)."""
+    query_ids: tuple[int, ...] = ()
+    """Token ids of the query (``parsers.tokens.query_ids``): their counts in the text are
+    returned in ``Page.query_tf``, so that the main process scores without the token blob."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,10 @@ class Page:
     """Token ids and counts of ``text`` (``parsers.tokens.encode_counts``), for scoring."""
     simhash: int = 0
     """64-bit SimHash of the tokens (near-duplicate detection), unsigned."""
+    token_length: int = 0
+    """Tokens in ``text`` (with repeats): the document length BM25 needs."""
+    query_tf: tuple[int, ...] = ()
+    """How often each of ``ParseJob.query_ids`` occurs in ``text`` (aligned with them)."""
     anchor_hits: dict[str, int] | None = None
     """For a crawl with a query: outlinks whose anchor text holds query words, with how many."""
     extract: str | None = None

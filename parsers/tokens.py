@@ -34,6 +34,7 @@ __all__ = [
     "reference_tokenize",
     "simhash64",
     "simhash_text",
+    "term_counts",
     "token_id",
     "tokenize",
     "tokenize_bytes",
@@ -262,6 +263,15 @@ def token_id(term: str) -> int:
 def query_ids(query: str) -> npt.NDArray[np.uint32]:
     """Distinct token ids of a query (first-occurrence order), tokenized like documents."""
     return tokenize(query).ids
+
+
+def term_counts(tc: TokenCounts, ids: tuple[int, ...]) -> tuple[int, ...]:
+    """How often each of ``ids`` occurs in the document ``tc`` (0 where it does not)."""
+    out = []
+    for term in ids:
+        where = np.flatnonzero(tc.ids == term)
+        out.append(int(tc.counts[where[0]]) if where.size else 0)
+    return tuple(out)
 
 
 def simhash64(ids: npt.NDArray[np.uint32], counts: npt.NDArray[np.uint32]) -> int:

@@ -7,6 +7,7 @@ import json
 import math
 import sqlite3
 
+import pytest
 from click.testing import CliRunner
 
 import crawler
@@ -15,13 +16,35 @@ from crawler.cli import main
 from crawler.focus import Focus
 from crawler.frontier import FetchJob, Frontier
 from crawler.neardup import NearDuplicates
-from crawler.scoring import reference_bm25
-from parsers.tokens import encode_counts, query_ids, reference_tokenize, tokenize
+from crawler.scoring import BM25Stats, TokenBatch, reference_bm25, score_batch
+from parsers.tokens import encode_counts, query_ids, reference_tokenize, term_counts, tokenize
 from tests.sites import SiteServer, html_handler
 
 TOPIC = "telescope galaxy nebula"
 FAST = {"concurrency": 1, "per_host": 1, "delay": 0.0, "workers": 1, "progress": False,
         "sitemaps": False}  # fmt: skip
+
+
+def test_scores_from_worker_term_counts_equal_full_token_scores() -> None:
+    """What the crawl does: workers send each page's query-term counts and length, the main
+    process scores those; the result must equal scoring the full token blobs."""
+    docs = ["a telescope sees a galaxy", "cooking pasta", "nebula nebula telescope", "",
+            "galaxy " * 50 + "telescope nebula words words"]  # fmt: skip
+    counts = [tokenize(d) for d in docs]
+
+    async def go() -> list[float]:
+        focus = Focus(TOPIC, "cpu")
+        return await asyncio.gather(
+            *(focus.score_terms(term_counts(c, focus.ids), c.length) for c in counts)
+        )
+
+    terms = asyncio.run(go())
+    batch = TokenBatch.from_counts(counts)
+    stats = BM25Stats(query_ids(TOPIC))
+    stats.observe(batch)
+    full = score_batch(batch, stats, query_ids(TOPIC), "cpu", parallel=False)
+    assert terms == pytest.approx(list(full), rel=1e-12)
+    assert full[2] > full[1] == 0.0
 
 
 def test_focus_scores_equal_the_reference_and_share_kernel_calls() -> None:
