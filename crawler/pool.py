@@ -1,8 +1,11 @@
 """ParsePool: HTML parsing in worker processes, batched to cut inter-process cost.
 
 Owns: the crawl's one ``ProcessPoolExecutor``. Invariants:
-- workers start with the ``spawn`` method (never ``fork``: numba's threading layer and CUDA
-  do not survive a fork) and import only ``parsers``;
+- workers are forked from a fork server (``forkserver`` start method) that imported
+  ``parsers.preload``: the parser, lexbor and numba with its kernels loaded once, shared
+  copy-on-write by every worker. Never plain ``fork`` of the crawl process: numba's threading
+  layer and CUDA do not survive it; the fork server runs neither. ``spawn`` where there is
+  no fork server (not Linux/macOS). Workers import only ``parsers``;
 - ``parse()`` callers are grouped into batches: a batch goes out when it holds
   ``batch_max`` pages or ``flush_delay_s`` after its first page, whichever comes first;
 - a broken pool (a worker killed) is recreated once and its batch retried; a second break
@@ -27,6 +30,19 @@ from parsers.worker import init_worker, parse_batch, warm_up
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """The fork server context with ``parsers.preload`` preloaded (``spawn`` without one).
+
+    The preload list is process-wide and read when the fork server starts: in a process
+    whose fork server was started before (by other code), workers still work, and warm up
+    themselves."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["parsers.preload"])
+    return context
 
 
 class ParsePool:
@@ -85,10 +101,9 @@ class ParsePool:
             self._executor = None
 
     def _new_executor(self) -> ProcessPoolExecutor:
-        context = multiprocessing.get_context("spawn")
         return ProcessPoolExecutor(
             max_workers=self.workers,
-            mp_context=context,
+            mp_context=_context(),
             initializer=init_worker,
             initargs=(self._extract,),
         )

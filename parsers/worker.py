@@ -6,6 +6,7 @@ parent decides how to stop; a worker dying of it would break the pool mid-batch.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import threading
@@ -39,12 +40,21 @@ def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
 
 def _exit_with_parent(poll_s: float = 1.0) -> None:
     """A crawl killed with SIGKILL cannot stop its pool: without this its workers (and their
-    memory) would live on as orphans. A daemon thread notices the new parent and exits."""
+    memory) would live on as orphans. A daemon thread waits on the crawl process's sentinel
+    (a pipe it holds open: end of file when it dies) and exits.
+
+    Forked from the fork server, a worker's OS parent is the fork server, which itself only
+    exits after its children: watching ``getppid()`` would never fire. Without a sentinel
+    (not started by multiprocessing), a change of parent is polled for instead."""
+    crawl = multiprocessing.parent_process()
     parent = os.getppid()
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
+        if crawl is not None:
+            crawl.join()
+        else:
+            while os.getppid() == parent:
+                time.sleep(poll_s)
         os._exit(0)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()

@@ -1,0 +1,19 @@
+"""Imported once by the pool's fork server: parse workers are forked from a process that has
+already imported the parser, lexbor and numba and loaded the kernels from their cache.
+
+A worker then starts in milliseconds instead of ~0.4 s of CPU each, and the workers share
+those pages with the fork server (copy-on-write) instead of each holding its own ~110 MB.
+The fork server never runs a ``parallel=True`` kernel or starts a thread, so forking it is
+safe for numba (see ``crawler.pool``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from parsers.worker import warm_up
+
+try:
+    warm_up()
+except Exception:  # each worker warms up again and reports the real error
+    logging.getLogger(__name__).debug("fork server warm-up failed", exc_info=True)
