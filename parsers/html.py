@@ -20,7 +20,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
-from parsers.tokens import encode_counts, simhash_text, term_counts, tokenize
+from parsers.tokens import encode_counts, term_counts, tokenize_and_simhash
 
 _INVISIBLE_TAGS = ["script", "style", "noscript", "template"]
 _LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
@@ -196,7 +196,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
     text = root.text(separator=" ", strip=True).strip() if root is not None else ""
     if noindex:
         text = ""
-    counts = tokenize(text)
+    counts, simhash = tokenize_and_simhash(text)
     return Page(
         url=job.url,
         final_url=job.final_url,
@@ -215,7 +215,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
         links_json=json.dumps(links, ensure_ascii=False),
         nofollow_links=nofollow_links,
         tokens=encode_counts(counts),
-        simhash=simhash_text(text),
+        simhash=simhash,
         token_length=counts.length,
         query_tf=term_counts(counts, job.query_ids) if job.query_ids else (),
         anchor_hits=anchor_hits or None,

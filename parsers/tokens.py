@@ -37,6 +37,7 @@ __all__ = [
     "term_counts",
     "token_id",
     "tokenize",
+    "tokenize_and_simhash",
     "tokenize_bytes",
 ]
 
@@ -214,6 +215,77 @@ def _shingle_simhash(data, fold, max_tokens):
     return out
 
 
+@njit(cache=True)
+def _count_and_shingle(data, fold, cap, max_tokens):
+    """``_count_with_capacity`` and ``_shingle_simhash`` fused: one pass over the bytes gives
+    (ids, counts, n, total, simhash). The SimHash keeps, per bit, how many shingles set it
+    (branch-free, vectorised) and compares that with half the shingles at the end, which is
+    the same sign test as adding +1/-1 per shingle."""
+    table = np.full(cap * 2, -1, dtype=np.int32)
+    shift = _shift_for(table.size)
+    mask = table.size - 1
+    ids = np.empty(cap, dtype=np.uint32)
+    counts = np.empty(cap, dtype=np.uint32)
+    ones = np.zeros(64, dtype=np.int64)
+    shingles = 0
+    prev1 = np.uint64(0)
+    prev2 = np.uint64(0)
+    n = 0
+    total = 0
+    h = _FNV_OFFSET
+    in_token = False
+    for i in range(data.size + 1):
+        c = fold[data[i]] if i < data.size else np.uint8(0)  # a separator after the last byte
+        if c != 0:
+            h = ((h ^ np.uint64(c)) * _FNV_PRIME) & _MASK32
+            in_token = True
+        elif in_token:
+            total += 1
+            if total <= max_tokens:
+                if total >= 3:
+                    x = _mix64((prev2 << np.uint64(32)) ^ (prev1 * _MIX1) ^ h)
+                    for bit in range(64):
+                        ones[bit] += np.int64((x >> np.uint64(bit)) & _ONE64)
+                    shingles += 1
+                prev2 = prev1
+                prev1 = h
+            slot = np.int64((h * _GOLDEN64) >> shift)
+            while True:
+                j = table[slot]
+                if j < 0:
+                    if n == cap:
+                        return ids, counts, -1, total, np.uint64(0)
+                    table[slot] = n
+                    ids[n] = h
+                    counts[n] = 1
+                    n += 1
+                    break
+                if ids[j] == h:
+                    counts[j] += 1
+                    break
+                slot = (slot + 1) & mask
+            h = _FNV_OFFSET
+            in_token = False
+    out = np.uint64(0)
+    for bit in range(64):
+        if 2 * ones[bit] > shingles:
+            out |= _ONE64 << np.uint64(bit)
+    return ids, counts, n, total, out
+
+
+@njit(cache=True)
+def _tokens_and_simhash(data, fold, max_tokens):
+    """``_count_tokens`` and the SimHash of the first ``max_tokens`` tokens, in one pass."""
+    cap = 16
+    while cap < data.size // 8:
+        cap *= 2
+    while True:
+        ids, counts, n, total, simhash = _count_and_shingle(data, fold, cap, max_tokens)
+        if n >= 0:
+            return ids[:n].copy(), counts[:n].copy(), total, simhash
+        cap *= 2
+
+
 # ---------------------------------------------------------------------------------------------
 # public API
 
@@ -287,6 +359,13 @@ def simhash_text(text: str, max_tokens: int = 4096) -> int:
     Texts of fewer than 3 tokens hash to 0."""
     data = np.frombuffer(_utf8(text), dtype=np.uint8)
     return int(_shingle_simhash(data, _FOLD, max_tokens))
+
+
+def tokenize_and_simhash(text: str, max_tokens: int = 4096) -> tuple[TokenCounts, int]:
+    """``(tokenize(text), simhash_text(text, max_tokens))`` in one pass over the text."""
+    data = np.frombuffer(_utf8(text), dtype=np.uint8)
+    ids, counts, total, simhash = _tokens_and_simhash(data, _FOLD, max_tokens)
+    return TokenCounts(ids=ids, counts=counts, length=int(total)), int(simhash)
 
 
 def hamming64(a: int, b: int) -> int:

@@ -63,10 +63,10 @@ def _exit_with_parent(poll_s: float = 1.0) -> None:
 def warm_up() -> int:
     """Imports are done, lexbor loaded and the numba kernels compiled or loaded from their
     cache before the first real batch; returns the pid."""
-    from parsers.tokens import encode_counts, simhash_text, tokenize
+    from parsers.tokens import encode_counts, term_counts, tokenize_and_simhash
 
     LexborHTMLParser("<p>warm</p>").css_first("p")
-    counts = tokenize("warm up")
+    counts, _ = tokenize_and_simhash("warm up the kernels")
     encode_counts(counts)
-    simhash_text("warm up the kernels")
+    term_counts(counts, (1,))
     return os.getpid()

@@ -18,8 +18,10 @@ from parsers.tokens import (
     query_ids,
     reference_tokenize,
     simhash64,
+    simhash_text,
     token_id,
     tokenize,
+    tokenize_and_simhash,
     tokenize_bytes,
 )
 
@@ -77,6 +79,25 @@ def test_random_ascii_equals_reference(text: str) -> None:
 )
 def test_edge_cases_equal_reference(text: str) -> None:
     assert_matches_reference(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(WORDY, st.integers(min_value=0, max_value=60))
+def test_fused_tokenize_and_simhash_equal_the_separate_kernels(text: str, max_tokens: int) -> None:
+    text = text * 3  # long enough for the shingle limit to cut
+    counts, simhash = tokenize_and_simhash(text, max_tokens)
+    alone = tokenize(text)
+    assert counts.ids.tolist() == alone.ids.tolist()
+    assert counts.counts.tolist() == alone.counts.tolist()
+    assert counts.length == alone.length
+    assert simhash == simhash_text(text, max_tokens)
+
+
+@pytest.mark.parametrize("text", ["", "a b", " ".join(str(i) for i in range(5_000))])
+def test_fused_tokenize_and_simhash_edges(text: str) -> None:
+    counts, simhash = tokenize_and_simhash(text)
+    assert counts.length == tokenize(text).length
+    assert simhash == simhash_text(text)
 
 
 def test_token_rules() -> None:
