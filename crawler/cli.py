@@ -142,6 +142,9 @@ def crawl_command(seeds: Path, config_file: Path | None, **flags: Any) -> None:
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
     _setup_logging(settings)
+    from crawler.pool import prestart
+
+    prestart()  # the parse workers' fork server preloads while this process imports the rest
     if settings.every is None:
         sys.exit(_run_crawl(seed_urls, settings))
     sys.exit(_run_every(seeds, seed_urls, settings))

@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from selectolax.lexbor import LexborHTMLParser
-
 from parsers.page import Page, ParseFailure, ParseJob
 
 
@@ -63,6 +61,8 @@ def _exit_with_parent(poll_s: float = 1.0) -> None:
 def warm_up() -> int:
     """Imports are done, lexbor loaded and the numba kernels compiled or loaded from their
     cache before the first real batch; returns the pid."""
+    from selectolax.lexbor import LexborHTMLParser
+
     from parsers.tokens import encode_counts, term_counts, tokenize_and_simhash
 
     LexborHTMLParser("<p>warm</p>").css_first("p")
