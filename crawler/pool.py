@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import multiprocessing
 from collections.abc import Callable
@@ -43,6 +44,27 @@ def _context() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["parsers.preload"])
     return context
+
+
+_PIPE_BYTES = 1 << 20
+
+
+def _widen_pipes(executor: ProcessPoolExecutor) -> None:
+    """Give the pool's two pipes 1 MiB of buffer (Linux ``F_SETPIPE_SZ``; default 64 KiB).
+
+    A batch is ~0.5 MB each way (bodies out, text and tokens back): with 64 KiB a worker
+    blocks in ``write`` until the main process's reader thread, which needs the GIL after
+    every 64 KiB read, catches up. Best effort: private attributes of the executor, and a
+    kernel may refuse the size (``/proc/sys/fs/pipe-max-size``)."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setpipe is None:
+        return
+    for queue in (getattr(executor, "_call_queue", None), getattr(executor, "_result_queue", None)):
+        reader = getattr(queue, "_reader", None)
+        try:
+            fcntl.fcntl(reader.fileno(), setpipe, _PIPE_BYTES)  # type: ignore[union-attr]
+        except (AttributeError, OSError, ValueError):
+            continue
 
 
 def prestart() -> None:
@@ -120,12 +142,14 @@ class ParsePool:
             self._executor = None
 
     def _new_executor(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
+        executor = ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=_context(),
             initializer=init_worker,
             initargs=(self._extract,),
         )
+        _widen_pipes(executor)
+        return executor
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
         """Run another pure function of ``parsers`` in a worker (sitemaps, ...), unbatched."""
