@@ -2,6 +2,7 @@
 
 `run_measured` starts one peer as a subprocess and reports its wall time, CPU seconds (user +
 sys of the child and every descendant it reaped, from `RUSAGE_CHILDREN` deltas) and memory:
+`pss_tree_mb` is the largest sampled sum of PSS (shared pages counted once, split between sharers).
 `rss_main_mb` is the top process's own peak (VmHWM), `rss_tree_mb` the largest sampled sum of
 VmRSS over the whole process tree (our crawler parses in a process pool, so its workers count).
 """
@@ -43,6 +44,7 @@ class RunResult:
     rss_main_mb: float
     rss_tree_mb: float
     max_procs: int
+    pss_tree_mb: float = 0.0
     pages: int = 0
     server_cpu_s: float = 0.0
     discovered: int | None = None
@@ -111,6 +113,21 @@ def tree_cpu_s(root: int) -> float:
     return total / tick
 
 
+def _pss_kb(pid: int) -> int:
+    """Proportional set size of a process (/proc/PID/smaps_rollup): its private pages plus
+    its share of pages shared with others. Summed over a tree, shared pages (a fork
+    server's preloaded libraries in each forked worker) count once, not once per process
+    as in the RSS sum. 0 when unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 class MemorySampler(threading.Thread):
     """Polls a process tree's memory until stopped."""
 
@@ -119,18 +136,22 @@ class MemorySampler(threading.Thread):
         self.root = root
         self.main_hwm_kb = 0
         self.tree_peak_kb = 0
+        self.tree_pss_peak_kb = 0
         self.max_procs = 0
         self._stop_event = threading.Event()
 
     def sample(self) -> None:
         tree = process_tree(self.root)
         rss_sum = 0
+        pss_sum = 0
         for pid in tree:
             fields = _status_kb(pid, ("VmRSS", "VmHWM"))
             rss_sum += fields.get("VmRSS", 0)
+            pss_sum += _pss_kb(pid)
             if pid == self.root:
                 self.main_hwm_kb = max(self.main_hwm_kb, fields.get("VmHWM", 0))
         self.tree_peak_kb = max(self.tree_peak_kb, rss_sum)
+        self.tree_pss_peak_kb = max(self.tree_pss_peak_kb, pss_sum)
         self.max_procs = max(self.max_procs, len(tree))
 
     def run(self) -> None:
@@ -181,6 +202,7 @@ def run_measured(
         rss_main_mb=sampler.main_hwm_kb / 1024,
         rss_tree_mb=sampler.tree_peak_kb / 1024,
         max_procs=sampler.max_procs,
+        pss_tree_mb=sampler.tree_pss_peak_kb / 1024,
     )
     if wall >= timeout_s:
         result.notes.append(f"killed after the {timeout_s:.0f} s timeout")

@@ -234,7 +234,7 @@ def report_line(r: RunResult, rep: int) -> str:
     return (
         f"[{r.name} #{rep + 1}] {r.pages} pages in {r.wall_s:.2f} s = {r.pages_per_s:,.0f} pages/s, "
         f"CPU {r.cpu_s:.2f} s, nginx CPU {r.server_cpu_s:.2f} s, RSS main {r.rss_main_mb:.0f} MB, "
-        f"tree {r.rss_tree_mb:.0f} MB ({r.max_procs} procs)"
+        f"tree {r.rss_tree_mb:.0f} MB, PSS tree {r.pss_tree_mb:.0f} MB ({r.max_procs} procs)"
     )
 
 
@@ -264,6 +264,7 @@ def summarize(runs: list[RunResult]) -> dict[str, float]:
         "server_cpu_s": median(r.server_cpu_s for r in runs),
         "rss_main_mb": median(r.rss_main_mb for r in runs),
         "rss_tree_mb": median(r.rss_tree_mb for r in runs),
+        "pss_tree_mb": median(r.pss_tree_mb for r in runs),
         "procs": max(r.max_procs for r in runs),
     }
 
@@ -278,6 +279,7 @@ def results_table(summaries: dict[str, dict[str, float]]) -> str:
         "nginx CPU s",
         "peak RSS MB (main)",
         "peak RSS MB (tree)",
+        "peak PSS MB (tree)",
         "procs",
     )
     rows = [
@@ -290,6 +292,7 @@ def results_table(summaries: dict[str, dict[str, float]]) -> str:
             f"{s['server_cpu_s']:.2f}",
             f"{s['rss_main_mb']:.0f}",
             f"{s['rss_tree_mb']:.0f}",
+            f"{s['pss_tree_mb']:.0f}",
             f"{s['procs']:.0f}",
         )
         for name, s in summaries.items()

@@ -104,7 +104,8 @@ def run_one(peer: Peer, server: subprocess.Popen[bytes], timeout_s: float) -> Ru
         result.notes.append(f"exit status {result.returncode}; log tail:\n{benchlib.tail(log)}")
     print(
         f"[{peer.name}] {result.pages} pages in {result.wall_s:.1f} s, CPU {result.cpu_s:.1f} s, "
-        f"peak RSS main {result.rss_main_mb:.0f} MB, tree {result.rss_tree_mb:.0f} MB",
+        f"peak RSS main {result.rss_main_mb:.0f} MB, tree {result.rss_tree_mb:.0f} MB "
+        f"(PSS {result.pss_tree_mb:.0f} MB)",
         flush=True,
     )
     for note in result.notes:
@@ -121,6 +122,7 @@ def markdown(args: argparse.Namespace, results: list[RunResult], peers: list[Pee
         "CPU s",
         "peak RSS MB (main)",
         "peak RSS MB (tree)",
+        "peak PSS MB (tree)",
     )
     rows = [
         (
@@ -131,6 +133,7 @@ def markdown(args: argparse.Namespace, results: list[RunResult], peers: list[Pee
             f"{r.cpu_s:.1f}",
             f"{r.rss_main_mb:.0f}",
             f"{r.rss_tree_mb:.0f}",
+            f"{r.pss_tree_mb:.0f}",
         )
         for r in results
     ]
