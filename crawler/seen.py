@@ -1,0 +1,74 @@
+"""SeenSet: a compact set of 64-bit URL hashes for the frontier's "seen before?" test.
+
+A Python ``set`` of a million ints takes ~66 MB (an int object and a hash-table slot each).
+Here the bulk lives in one sorted ``array('q')`` (8 bytes a hash) and only recent additions
+in a small ``set``; when that grows past an eighth of the array (at least 64 Ki entries) it
+is merged in (a numpy sort of two sorted runs: linear, a few ms for a million). A million
+hashes take ~8 MB plus the recent set.
+
+Membership of one key: the recent set, then a binary search of the array (~1 us). numpy is
+imported on the first merge only: a small crawl never loads it.
+
+Invariants: a key is in exactly one of the two parts; the array is sorted, without repeats.
+Pure data structure: no IO, no clocks.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections.abc import Iterable
+
+_MERGE_MIN = 1 << 16
+
+
+class SeenSet:
+    """``key in s``, ``s.add(key)`` (``True`` if it was new), ``len(s)`` for signed 64-bit ints."""
+
+    __slots__ = ("_recent", "_sorted")
+
+    def __init__(self) -> None:
+        self._sorted = array("q")
+        self._recent: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._sorted) + len(self._recent)
+
+    def __contains__(self, key: int) -> bool:
+        if key in self._recent:
+            return True
+        found = self._sorted
+        i = bisect.bisect_left(found, key)
+        return i < len(found) and found[i] == key
+
+    def add(self, key: int) -> bool:
+        """Add ``key``; whether it was not there before."""
+        if key in self:
+            return False
+        self._recent.add(key)
+        if len(self._recent) >= max(_MERGE_MIN, len(self._sorted) >> 3):
+            self._merge()
+        return True
+
+    def missing(self, keys: Iterable[int]) -> list[bool]:
+        """For each key, whether it is absent."""
+        recent, found, search = self._recent, self._sorted, bisect.bisect_left
+        size = len(found)
+        out = []
+        for key in keys:
+            if key in recent:
+                out.append(False)
+            else:
+                i = search(found, key)
+                out.append(i >= size or found[i] != key)
+        return out
+
+    def _merge(self) -> None:
+        import numpy as np
+
+        merged = np.concatenate(
+            (np.frombuffer(self._sorted, dtype=np.int64), np.fromiter(self._recent, dtype=np.int64))
+        )
+        merged.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
+        self._sorted = array("q", merged.tobytes())
+        self._recent = set()
