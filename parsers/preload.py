@@ -9,6 +9,7 @@ safe for numba (see ``crawler.pool``).
 
 from __future__ import annotations
 
+import gc
 import logging
 
 from parsers.worker import warm_up
@@ -17,3 +18,8 @@ try:
     warm_up()
 except Exception:  # each worker warms up again and reports the real error
     logging.getLogger(__name__).debug("fork server warm-up failed", exc_info=True)
+
+# Everything imported so far lives as long as the fork server: keep it out of the garbage
+# collector's reach, so that collections in the workers do not write to (and so copy) the
+# pages they share with it.
+gc.freeze()
