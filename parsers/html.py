@@ -249,7 +249,8 @@ def _new_links(page: Page, depth: int) -> tuple[str, ...]:
 def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     """Parse a batch in a worker: one pool task for many pages amortises the IPC round trip.
 
-    Each page's ``follow`` is set to its links new to this worker. A page that breaks the
+    Each page's ``follow`` is set to its links new to this worker, and its ``links`` and
+    ``nofollow_links`` are left empty (``links_json`` holds them). A page that breaks the
     parser becomes a ``ParseFailure`` so the rest of the batch lives.
     """
     results: list[Page | ParseFailure] = []
@@ -264,5 +265,8 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
         except Exception as exc:  # any parser bug is confined to its page and reported
             results.append(ParseFailure(job.url, f"{type(exc).__name__}: {exc}"))
             continue
-        results.append(dataclasses.replace(page, follow=_new_links(page, depth)))
+        # ``links`` and ``nofollow_links`` stay here: the crawl reads ``links_json`` and
+        # ``follow``, and 50-odd URL strings a page cost pickling here and unpickling there.
+        follow = _new_links(page, depth)
+        results.append(dataclasses.replace(page, follow=follow, links=(), nofollow_links=()))
     return results

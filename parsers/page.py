@@ -35,6 +35,10 @@ class ParseJob:
     """Token ids of the query (``parsers.tokens.query_ids``): their counts in the text are
     returned in ``Page.query_tf``, so that the main process scores without the token blob."""
 
+    def __reduce__(self) -> tuple[type[ParseJob], tuple[object, ...]]:
+        # As ``Page.__reduce__``: every fetched page crosses the process boundary in one.
+        return (ParseJob, tuple(getattr(self, name) for name in self.__slots__))
+
 
 @dataclass(frozen=True, slots=True)
 class Page:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import json
+import pickle
 
 from parsers.html import choose_charset, content_hash, parse_batch, parse_page
 from parsers.page import Page, ParseFailure, ParseJob
@@ -89,3 +91,13 @@ def test_parse_batch_keeps_order_and_isolates_failures() -> None:
     results = parse_batch([bad, job("<title>ok</title>")])
     assert isinstance(results[0], ParseFailure) and results[0].url == "http://e.com/"
     assert isinstance(results[1], Page)
+
+
+def test_parse_batch_sends_links_as_json_and_follow_only() -> None:
+    html = '<a href="/a">a</a> <a href="/b" rel="nofollow">b</a> <a href="/a#x">again</a>'
+    (page,) = parse_batch([job(html, url="http://e.com/p")])
+    assert isinstance(page, Page)
+    assert json.loads(page.links_json) == ["http://e.com/a", "http://e.com/b"]
+    assert page.follow == ("http://e.com/a",)
+    assert page.links == () and page.nofollow_links == ()  # not pickled back to the crawl
+    assert page == pickle.loads(pickle.dumps(page))
