@@ -16,7 +16,7 @@ import logging
 
 import numpy as np
 
-from crawler.scoring import BM25Stats, TokenBatch, score_batch, select_device
+from crawler.scoring import BM25Stats, QueryScorer, TokenBatch
 from parsers.tokens import decode_counts, query_ids, term_counts
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ class Focus:
         self.ids: tuple[int, ...] = tuple(int(i) for i in self.query_ids)
         """The query's token ids, for ``ParseJob.query_ids``: workers count them."""
         self.terms = tuple(sorted({t.lower() for t in query.split() if t.strip()}))
-        self.device = select_device(device)
+        self._scorer = QueryScorer(self.query_ids, device)
+        self.device = self._scorer.device
         self.stats = BM25Stats(self.query_ids)
         self._batch_max = batch_max
         self._wait_s = wait_s
@@ -94,7 +95,7 @@ class Focus:
         """
         batch = self._terms_batch(docs)
         self.stats.observe(batch)
-        return score_batch(batch, self.stats, self.query_ids, self.device, parallel=False)
+        return self._scorer.score(batch, self.stats, parallel=False)
 
     def _terms_batch(self, docs: list[tuple[tuple[int, ...], int]]) -> TokenBatch:
         ids: list[int] = []

@@ -336,6 +336,28 @@ def _score(
     return np.asarray(scores, dtype=np.float64)
 
 
+class QueryScorer:
+    """``score_batch`` for one fixed query, for many small batches (a crawl's): the query's
+    sorted ids, its filter and the device are worked out once, not per call."""
+
+    def __init__(self, query_ids: npt.ArrayLike, device: str = "cpu") -> None:
+        self.device = select_device(device)
+        self.q = _distinct_sorted(query_ids)
+        self._filter = _query_filter(self.q)
+
+    def score(self, batch: TokenBatch, stats: BM25Stats, *, parallel: bool = True) -> F64Array:
+        """As ``score_batch(batch, stats, query_ids, device, parallel=parallel)``."""
+        if self.q.size == 0 or batch.n_docs == 0:
+            return np.zeros(batch.n_docs, dtype=np.float64)
+        idf = stats.idf(self.q)
+        if self.device == "gpu":
+            return _DeviceCorpus(batch).score(self.q, idf, stats.avgdl)
+        kernel = _bm25_cpu if parallel else _bm25_serial
+        arrays = (batch.ids, batch.counts, batch.offsets, batch.lengths)
+        scores = kernel(*arrays, self.q, idf, self._filter, K1, B, stats.avgdl)
+        return np.asarray(scores, dtype=np.float64)
+
+
 def score_batch(
     batch: TokenBatch,
     stats: BM25Stats,
