@@ -16,7 +16,8 @@ Invariants:
   fused ``parallel=True, cache=True`` kernel, and by ``numba.cuda`` as a device function.
 - ``numba.cuda`` is imported only when the GPU path is asked for (or "auto" finds a CUDA driver
   library), so the CPU path never pays for it. The CUDA context then lives in this process:
-  never fork after it (or after a ``prange`` kernel) ran; the crawler's pool uses spawn.
+  never fork after it (or after a ``prange`` kernel) ran; the crawler's pool forks its workers
+  from a fork server, a separate process that runs neither.
 - Ties in ``Ranker.rank`` break towards the lower document index, so results are deterministic.
 """
 

@@ -6,8 +6,8 @@ What it shows:
   its parse worker processes, on the document they have parsed anyway (a selectolax
   ``LexborHTMLParser``: ``tree.css(...)``, ``tree.css_first(...)``). There is no second
   parse, and no HTML travels back to the main process: only the hook's small result;
-- the rules for the hook: define it at module level (the workers are started with
-  ``spawn`` and import it by name; a lambda or a nested function is refused with
+- the rules for the hook: define it at module level (the workers import it by name,
+  from your script re-imported as ``spawn`` does; a lambda or a nested function is refused with
   ``ConfigError``), return what ``json.dumps`` accepts, and do not modify the tree. If it
   raises on a page, that page is stored without an extract and a warning is logged;
 - its result twice: on ``CrawledPage.extract`` while streaming, and in the database
@@ -78,5 +78,5 @@ async def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":  # required: the parse workers re-import this file (spawn)
+if __name__ == "__main__":  # required: the parse workers re-import this file
     sys.exit(asyncio.run(main(sys.argv[1:])))

@@ -122,5 +122,5 @@ async def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":  # required: the parse workers re-import this file (spawn)
+if __name__ == "__main__":  # required: the parse workers re-import this file
     sys.exit(asyncio.run(main(sys.argv[1:])))

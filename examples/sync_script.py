@@ -71,5 +71,5 @@ def main(argv: list[str]) -> int:
     return 0 if report.status == "finished" else 1
 
 
-if __name__ == "__main__":  # required: the parse workers re-import this file (spawn)
+if __name__ == "__main__":  # required: the parse workers re-import this file
     sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
 """Pure CPU work that runs in parse worker processes: HTML to ``Page``, URL resolution, tokens.
 
-Imports nothing from ``crawler`` or ``storage``, so spawned workers load only this package.
+Imports nothing from ``crawler`` or ``storage``, so the parse workers load only this package.
 """
