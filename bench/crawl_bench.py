@@ -2,6 +2,8 @@
 
     python bench/crawl_bench.py [--pages 10000] [--repeat 3] [--only ours,scrapy,single,fetch]
         [--out bench/CRAWL_RESULTS.draft.md]
+    python bench/crawl_bench.py --site-dir /usr/share/doc/python3.11/html [--start index.html]
+        [--repeat 3] [--only ...] [--out ...]
 
 Generates (or reuses) the site from bench/sitegen.py under bench/work/, starts a private nginx
 on 127.0.0.1 (bench/nginx.py; installs it with apt-get when missing), then runs each peer as a
@@ -19,6 +21,14 @@ Each run is timed from outside: wall seconds, CPU seconds (user + sys of the chi
 reaped descendants), nginx's CPU seconds over the run, the main process's peak RSS and the
 largest sampled RSS sum over its process tree. The markdown table reports medians of the
 repeats and the throughput ratios, and is written into a section of `--out`.
+
+With `--site-dir DIR` nginx serves an existing directory as is (a real documentation site)
+instead of the synthetic one, and the crawlers start at `--start` (a path relative to DIR).
+There is no manifest, so no page count is expected: the report gives each peer's distinct
+pages, says where the peers disagree, and which of DIR's `*.html` files a crawler did not
+reach (or which URLs it fetched that are none of them). The fetch-only peer fetches every
+`*.html` file under DIR (a urls.txt written under bench/work/static-NAME-pPORT/, where the
+runs go too). The report goes to its own section of `--out` (`crawl-bench-site`).
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
 
 import benchlib
 from benchlib import BENCH_DIR, WORK_DIR, RunResult, median
@@ -45,6 +56,12 @@ LABELS = {
     "single": "single-file aiohttp+selectolax",
     "fetch": "fetch-only (HTTP limit)",
 }
+SHORT_LABELS = {"ours": "ours", "scrapy": "Scrapy", "single": "single-file", "fetch": "fetch-only"}
+CRAWLERS = ("ours", "scrapy", "single")
+"""The peers that discover pages by following links (fetch-only reads a URL list)."""
+SITE_SECTION = "crawl-bench-site"
+EXAMPLES = 5
+"""How many example paths a `--site-dir` report lists per difference."""
 DEFAULT_PORT = 18089
 DEFAULT_QUERY = "fast python crawler"
 
@@ -59,6 +76,8 @@ class Peer:
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     env: dict[str, str] | None = None
+    urls: Callable[[Path], set[str]] | None = None
+    """The distinct URLs a run fetched (for `--site-dir` reports); None: not known."""
 
 
 # ---------------------------------------------------------------- counting
@@ -82,6 +101,22 @@ def count_summary_pages(log: Path) -> int:
         if line.startswith("{"):
             return int(json.loads(line).get("pages", 0))
     return 0
+
+
+def jsonl_urls(path: Path) -> set[str]:
+    """The distinct `url` values in a JSON-lines file."""
+    if not path.exists():
+        return set()
+    with open(path) as fh:
+        return {json.loads(line)["url"] for line in fh if line.strip()}
+
+
+def db_urls(db: Path) -> set[str]:
+    """The URLs of our crawler's database's `pages` rows with status 200."""
+    if not db.exists():
+        return set()
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return {row[0] for row in conn.execute("SELECT url FROM pages WHERE status = 200")}
 
 
 def count_db_pages(db: Path) -> int:
@@ -132,6 +167,7 @@ def ours_peer(seed: str, crawl_cmd: str | None, values: dict[str, str | None]) -
         return cmd
 
     peer = Peer("ours", command, lambda d: count_db_pages(d / "crawl.db"), env=benchlib.repo_env())
+    peer.urls = lambda d: db_urls(d / "crawl.db")
     peer.versions = {"crawler": benchlib.venv_package_version(command_python(crawl), "crawler")}
     peer.notes = [f"`crawl --help` has no `{flag}`: dropped" for flag in missing]
     for note in peer.notes:
@@ -161,6 +197,7 @@ def scrapy_peer(seed: str, settings: dict[str, str] | None = None) -> Peer:
         return [*runspider, "-a", f"start_url={seed}", "-O", feed, *options]
 
     peer = Peer("scrapy", command, lambda d: count_jsonl_urls(d / "pages.jsonl"))
+    peer.urls = lambda d: jsonl_urls(d / "pages.jsonl")
     packages = ("scrapy", "twisted", "lxml")
     peer.versions = {p: benchlib.venv_package_version(python, p) for p in packages}
     return peer
@@ -175,7 +212,9 @@ def single_peer(seed: str, concurrency: int, max_pages: int | None = None) -> Pe
         cmd = [tool_python(), script, seed, "--out", out, "--concurrency", str(concurrency)]
         return cmd + limit
 
-    return Peer("single", command, lambda d: count_jsonl_urls(d / "pages.jsonl"))
+    peer = Peer("single", command, lambda d: count_jsonl_urls(d / "pages.jsonl"))
+    peer.urls = lambda d: jsonl_urls(d / "pages.jsonl")
+    return peer
 
 
 def fetch_peer(urls_txt: Path, concurrency: int) -> Peer:
@@ -204,8 +243,16 @@ def build_peers(names: list[str], seed: str, site: Path, args: argparse.Namespac
 # ---------------------------------------------------------------- running
 
 
-def run_peer(peer: Peer, rep: int, server: Nginx, expected: int, timeout_s: float) -> RunResult:
-    run_dir = WORK_DIR / "runs" / f"{peer.name}-{rep}"
+def run_peer(
+    peer: Peer,
+    rep: int,
+    server: Nginx,
+    expected: int | None,
+    timeout_s: float,
+    runs_dir: Path = WORK_DIR / "runs",
+) -> RunResult:
+    """One measured run in `runs_dir`/NAME-REP; `expected`: the page count to check (or None)."""
+    run_dir = runs_dir / f"{peer.name}-{rep}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     log = run_dir / "output.log"
@@ -225,7 +272,7 @@ def run_peer(peer: Peer, rep: int, server: Nginx, expected: int, timeout_s: floa
         result.notes.append(f"could not count pages: {exc}")
     if result.returncode != 0:
         result.notes.append(f"exit status {result.returncode}; log tail:\n{benchlib.tail(log)}")
-    if result.pages != expected:
+    if expected is not None and result.pages != expected:
         result.notes.append(f"WARNING: {result.pages} pages, expected {expected}")
     return result
 
@@ -239,12 +286,16 @@ def report_line(r: RunResult, rep: int) -> str:
 
 
 def run_all(
-    peers: list[Peer], server: Nginx, expected: int, args: argparse.Namespace
+    peers: list[Peer],
+    server: Nginx,
+    expected: int | None,
+    args: argparse.Namespace,
+    runs_dir: Path = WORK_DIR / "runs",
 ) -> dict[str, list[RunResult]]:
     results: dict[str, list[RunResult]] = {p.name: [] for p in peers}
     for rep in range(args.repeat):
         for peer in peers:
-            result = run_peer(peer, rep, server, expected, args.timeout)
+            result = run_peer(peer, rep, server, expected, args.timeout, runs_dir)
             results[peer.name].append(result)
             print(report_line(result, rep), flush=True)
             for note in result.notes:
@@ -349,10 +400,14 @@ def machine_lines(peers: list[Peer], server: Nginx) -> list[str]:
     ]
 
 
-def markdown(
-    args, site: dict, peers: list[Peer], server: Nginx, results: dict[str, list[RunResult]]
-) -> str:
-    summaries = {name: summarize(runs) for name, runs in results.items() if runs}
+def report_tail(
+    summaries: dict[str, dict[str, float]],
+    peers: list[Peer],
+    server: Nginx,
+    results: dict[str, list[RunResult]],
+    extra: list[str] | None = None,
+) -> list[str]:
+    """The table, `extra` lines, the ratios, machine, notes and warnings, and every run."""
     notes = [f"- {peer.name}: {note}" for peer in peers for note in peer.notes]
     warnings = [
         f"- {r.name} run: {n.splitlines()[0]}"
@@ -360,6 +415,27 @@ def markdown(
         for r in runs
         for n in r.notes
     ]
+    return [
+        results_table(summaries),
+        "",
+        *(extra or []),
+        *ratio_lines(summaries),
+        *machine_lines(peers, server),
+        *notes,
+        *warnings,
+        "",
+        "<details><summary>every run</summary>",
+        "",
+        per_run_table(results),
+        "",
+        "</details>",
+    ]
+
+
+def markdown(
+    args, site: dict, peers: list[Peer], server: Nginx, results: dict[str, list[RunResult]]
+) -> str:
+    summaries = {name: summarize(runs) for name, runs in results.items() if runs}
     parts = [
         "## Side-by-side crawl (synthetic static site, nginx on 127.0.0.1)",
         "",
@@ -372,25 +448,182 @@ def markdown(
         f"({site['query_variant_urls']} of them `?ref=` query duplicates); concurrency {args.concurrency}; "
         f"medians of {args.repeat} runs, alternating peers.",
         "",
-        results_table(summaries),
-        "",
-        *ratio_lines(summaries),
-        *machine_lines(peers, server),
-        *notes,
-        *warnings,
-        "",
-        "<details><summary>every run</summary>",
-        "",
-        per_run_table(results),
-        "",
-        "</details>",
+        *report_tail(summaries, peers, server, results),
     ]
     return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- --site-dir: a directory as is
+
+
+@dataclass
+class StaticSite:
+    """An existing directory served as is: no manifest, only the list of its `*.html` files."""
+
+    root: Path
+    start: str
+    base_url: str
+    work: Path
+    """Where urls.txt and the runs go."""
+    html_paths: list[str]
+    """The `*.html` files under `root`, as sorted POSIX paths relative to it."""
+    html_bytes: int
+
+    @property
+    def seed_url(self) -> str:
+        return self.url(self.start)
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{quote(path)}"
+
+    def path_of(self, url: str) -> str | None:
+        """The path relative to the served root of one of its URLs (None: another origin)."""
+        parts = urlsplit(url)
+        if f"{parts.scheme}://{parts.netloc}" != self.base_url:
+            return None
+        path = unquote(parts.path).lstrip("/")
+        return f"{path}?{parts.query}" if parts.query else path
+
+
+def prepare_static_site(root: Path, start: str, base_url: str, work: Path) -> StaticSite:
+    """List `root`'s `*.html` files and write their URLs (the start page first) to
+    `work`/urls.txt for the fetch-only peer."""
+    files = sorted(p for p in root.rglob("*.html") if p.is_file())
+    site = StaticSite(
+        root=root,
+        start=start.lstrip("/"),
+        base_url=base_url,
+        work=work,
+        html_paths=[p.relative_to(root).as_posix() for p in files],
+        html_bytes=sum(p.stat().st_size for p in files),
+    )
+    ordered = sorted(site.html_paths, key=lambda path: path != site.start)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "urls.txt").write_text("".join(site.url(path) + "\n" for path in ordered))
+    return site
+
+
+def examples(paths: set[str]) -> str:
+    shown = ", ".join(f"`{path}`" for path in sorted(paths)[:EXAMPLES])
+    return shown + (f" and {len(paths) - EXAMPLES} more" if len(paths) > EXAMPLES else "")
+
+
+def page_lines(
+    site: StaticSite, peers: list[Peer], results: dict[str, list[RunResult]], runs_dir: Path
+) -> list[str]:
+    """Each peer's distinct pages, where the peers disagree, and how a crawler's pages differ
+    from the directory's `*.html` files (from its last run)."""
+    n_files = len(site.html_paths)
+    crawled = {name: runs for name, runs in results.items() if runs and name in CRAWLERS}
+    medians = {name: median(r.pages for r in runs) for name, runs in crawled.items()}
+    lines = []
+    if len(set(medians.values())) == 1:
+        (count,) = set(medians.values())
+        who = "every crawler" if len(medians) > 1 else SHORT_LABELS[next(iter(medians))]
+        lines.append(f"- distinct pages: {who} fetched {count:.0f} (of {n_files} .html files)")
+    elif medians:
+        counts = ", ".join(f"{SHORT_LABELS[name]} {count:.0f}" for name, count in medians.items())
+        lines.append(f"- distinct pages differ (medians): {counts} (of {n_files} .html files)")
+    for name, runs in crawled.items():
+        if len({r.pages for r in runs}) > 1:
+            counts = ", ".join(str(r.pages) for r in runs)
+            lines.append(f"- {SHORT_LABELS[name]}: pages varied across runs: {counts}")
+    files = set(site.html_paths)
+    for peer in peers:
+        if peer.urls is None or not results.get(peer.name):
+            continue
+        last = len(results[peer.name]) - 1
+        try:
+            urls = peer.urls(runs_dir / f"{peer.name}-{last}")
+        except (OSError, sqlite3.Error, ValueError, KeyError) as exc:
+            lines.append(f"- {SHORT_LABELS[peer.name]}: could not read its URLs: {exc}")
+            continue
+        paths = {site.path_of(url) or url for url in urls}
+        missed, extra = files - paths, paths - files
+        if missed or extra:
+            parts = []
+            if missed:
+                parts.append(f"{len(missed)} of the .html files not fetched ({examples(missed)})")
+            if extra:
+                urls_word = "URL that is" if len(extra) == 1 else "URLs that are"
+                parts.append(f"{len(extra)} {urls_word} none of them ({examples(extra)})")
+            lines.append(f"- {SHORT_LABELS[peer.name]} (run {last + 1}): " + "; ".join(parts))
+    if results.get("fetch"):
+        count = median(r.pages for r in results["fetch"])
+        lines.append(f"- fetch-only fetched {count:.0f} of the {n_files} listed .html files")
+    return lines
+
+
+def static_markdown(
+    args: argparse.Namespace,
+    site: StaticSite,
+    peers: list[Peer],
+    server: Nginx,
+    results: dict[str, list[RunResult]],
+    runs_dir: Path,
+) -> str:
+    summaries = {name: summarize(runs) for name, runs in results.items() if runs}
+    n_files = len(site.html_paths)
+    parts = [
+        f"## Side-by-side crawl (static directory `{site.root}`, {n_files} .html files, "
+        "nginx on 127.0.0.1)",
+        "",
+        f"Command: `python bench/crawl_bench.py --site-dir {site.root} --start {site.start} "
+        f"--repeat {args.repeat} --only {args.only}"
+        + (f" --crawl '{args.crawl}'" if args.crawl else "")
+        + "`",
+        "",
+        f"Site: `{site.root}` served as is: {n_files} .html files "
+        f"({site.html_bytes / 2**20:.0f} MiB of HTML), start page `{site.start}`. No manifest: "
+        "each peer's distinct pages are reported and compared, not checked against an "
+        "expected count; fetch-only fetches every .html file under the directory, linked or "
+        f"not. Concurrency {args.concurrency}; medians of {args.repeat} runs, alternating peers.",
+        "",
+        *report_tail(summaries, peers, server, results, page_lines(site, peers, results, runs_dir)),
+    ]
+    return "\n".join(parts)
+
+
+def main_static(args: argparse.Namespace) -> int:
+    """`--site-dir`: serve the directory as is and compare the peers on it."""
+    root = args.site_dir.resolve()
+    if not root.is_dir():
+        print(f"--site-dir {root}: not a directory", file=sys.stderr)
+        return 2
+    port = benchlib.free_port(args.port)
+    work = WORK_DIR / f"static-{root.name}-p{port}"
+    site = prepare_static_site(root, args.start, f"http://127.0.0.1:{port}", work)
+    if not site.html_paths:
+        print(f"--site-dir {root}: no .html files", file=sys.stderr)
+        return 2
+    if not (root / site.start).is_file():
+        print(f"[site] WARNING: the start page {root / site.start} is not a file")
+    print(f"[site] {root} as is: {len(site.html_paths)} .html files, seed {site.seed_url}")
+    names = [n for n in PEERS if n in args.only.split(",")]
+    runs_dir = work / "runs"
+    with Nginx(root, port) as server:
+        peers = build_peers(names, site.seed_url, work, args)
+        results = run_all(peers, server, None, args, runs_dir)
+        text = static_markdown(args, site, peers, server, results, runs_dir)
+    print("\n" + text)
+    benchlib.write_section(args.out, SITE_SECTION, text)
+    print(f"\nwritten to {args.out}")
+    return 0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=10_000)
+    parser.add_argument(
+        "--site-dir",
+        type=Path,
+        help="serve this directory as is instead of generating the synthetic site",
+    )
+    parser.add_argument(
+        "--start",
+        default="index.html",
+        help="with --site-dir: the seed page, a path relative to the directory",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--only", default=",".join(PEERS), help="comma-separated: " + ",".join(PEERS)
@@ -412,6 +645,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up servers on SIGTERM
+    if args.site_dir is not None:
+        return main_static(args)
     port = benchlib.free_port(args.port)
     base_url = f"http://127.0.0.1:{port}"
     site_dir = WORK_DIR / f"site-{args.pages}-s{args.seed}-p{port}"
