@@ -36,14 +36,22 @@ T = TypeVar("T")
 def _context() -> multiprocessing.context.BaseContext:
     """The fork server context with ``parsers.preload`` preloaded (``spawn`` without one).
 
-    The preload list is process-wide and read when the fork server starts: in a process
-    whose fork server was started before (by other code), workers still work, and warm up
-    themselves."""
+    The preload list is process-wide and read when the fork server starts: ours is added to
+    the list already set (by default ``__main__``, the script, imported once there instead of
+    in every worker), never replacing an application's own. In a process whose fork server
+    was started before (by other code), workers still work, and warm up themselves."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
+    from multiprocessing import forkserver
+
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["parsers.preload"])
+    preload = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
+    if _PRELOAD not in preload:
+        context.set_forkserver_preload([*preload, _PRELOAD])
     return context
+
+
+_PRELOAD = "parsers.preload"
 
 
 _PIPE_BYTES = 1 << 20
