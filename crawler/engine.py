@@ -724,16 +724,21 @@ class Engine:
                 continue
             if flush_at is None:
                 flush_at = loop.time() + _WRITE_IDLE_S
-            if record is None:
-                await self._save(batch, run_id)
-                return
-            batch.append(record)
-            self._counters.count_page(
-                record.status, record.error, record.body_bytes, record.unchanged
-            )
-            if len(batch) >= _WRITE_BATCH:
-                await self._save(batch, run_id)
-                flush_at = None
+            while True:  # take what is waiting without an await (and a timer) per record
+                if record is None:
+                    await self._save(batch, run_id)
+                    return
+                batch.append(record)
+                self._counters.count_page(
+                    record.status, record.error, record.body_bytes, record.unchanged
+                )
+                if len(batch) >= _WRITE_BATCH:
+                    await self._save(batch, run_id)
+                    flush_at = None
+                    break
+                if records.empty():
+                    break
+                record = records.get_nowait()
 
     async def _save(self, batch: list[PageRecord], run_id: int) -> None:
         skips, self._skips = self._skips, []
