@@ -114,8 +114,10 @@ class Resolver:
             elif href.startswith(_HTTP_PREFIXES):
                 if href.startswith(self._slash_origin):
                     fast = self._fast(href[len(origin) :])
-                    if fast is not None:
-                        return fast
+                else:
+                    fast = _fast_absolute(href)
+                if fast is not None:
+                    return fast
             elif first != "?" and ":" not in href:
                 fast = self._fast(self._dir + href)
                 if fast is not None:
@@ -125,19 +127,51 @@ class Resolver:
     def _fast(self, path: str) -> str | None:
         """``origin + path`` normalised, for a ``path`` that starts with ``/``; ``None``
         when it holds anything but the plain characters."""
-        query = path.find("?")
-        if query >= 0:
-            if not _SAFE_QUERY.fullmatch(path, query + 1):
-                return None
-            tail = path[query:]
-            path = path[:query]
-        else:
-            tail = ""
-        if not _SAFE_PATH.fullmatch(path):
+        return _plain_path(self._origin, path)
+
+
+_PLAIN_ORIGIN = re.compile(r"(https?)://((?:[a-z0-9-]+\.)*[a-z][a-z0-9-]*)(?::([1-9][0-9]{0,4}))?")
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+def _fast_absolute(href: str) -> str | None:
+    """An absolute http(s) URL to any host, when it is already in the form ada would write:
+    a lower-case DNS name (no IPv4 look-alike, no punycode to validate, no trailing dot), an
+    optional non-default port, then a plain path and query. ``None``: let ada do it."""
+    match = _PLAIN_ORIGIN.match(href)
+    if match is None:
+        return None
+    rest = href[match.end() :]
+    if rest and rest[0] != "/":
+        return None
+    scheme, host, port = match.groups()
+    if "xn--" in host:
+        return None
+    origin = match.group(0)
+    if port is not None:
+        if int(port) > 65535:
             return None
-        if "/." in path:
-            path = _remove_dot_segments(path)
-        return f"{self._origin}{path}{tail}"
+        if port == _DEFAULT_PORTS[scheme]:
+            origin = f"{scheme}://{host}"
+    return _plain_path(origin, rest or "/")
+
+
+def _plain_path(origin: str | None, path: str) -> str | None:
+    """``origin + path`` with dot segments removed, for a ``path`` of plain characters that
+    starts with ``/`` (and an optional plain query); ``None`` otherwise."""
+    query = path.find("?")
+    if query >= 0:
+        if not _SAFE_QUERY.fullmatch(path, query + 1):
+            return None
+        tail = path[query:]
+        path = path[:query]
+    else:
+        tail = ""
+    if not _SAFE_PATH.fullmatch(path):
+        return None
+    if "/." in path:
+        path = _remove_dot_segments(path)
+    return f"{origin}{path}{tail}"
 
 
 def _remove_dot_segments(path: str) -> str:

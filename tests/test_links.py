@@ -80,7 +80,11 @@ _RESOLVER_BASES = [
     "HTTP://Example.COM:80/a/./b",  # not normalised: ada does it all
 ]
 _HREF_PARTS = ["a", "B", "0", ".", "..", "/", "//", "?", "=", "&", "-", "_", "~", "%7e", "#",
-               ":", " ", "\t", "http://example.com", "https://example.com:8443", "@", "é"]  # fmt: skip
+               ":", " ", "\t", "http://example.com", "https://example.com:8443", "@", "é",
+               "http://other.org", "https://o-t.h3r.net", "http://x", "HTTP://Up.org",
+               "http://1.2.3.4", "http://a.0x1f", "http://a.b.", "http://xn--bcher-kva.de",
+               "http://xn--a.de", "http://a..b", "http://-a-.b", ":80", ":443", ":0", ":8080",
+               ":99999", ":080"]  # fmt: skip
 
 
 @given(
