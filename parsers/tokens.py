@@ -31,6 +31,7 @@ __all__ = [
     "encode_counts",
     "hamming64",
     "query_ids",
+    "reference_simhash",
     "reference_tokenize",
     "simhash64",
     "simhash_text",
@@ -87,68 +88,6 @@ def _shift_for(table_size):
 
 
 @njit(cache=True)
-def _count_with_capacity(data, fold, cap):
-    """One tokenizing pass with room for ``cap`` distinct ids: (ids, counts, n, total).
-
-    ``n`` is -1 when ``cap`` was too small. Counts go into an open-addressing table (linear
-    probing, load <= 1/2) of indices into ``ids``/``counts``, so the output is compact and in
-    first-occurrence order. Insertion is inline and the arrays never change inside the loop:
-    a call per token, or growing the table in the loop, each cost ~2x throughput.
-    """
-    table = np.full(cap * 2, -1, dtype=np.int32)
-    shift = _shift_for(table.size)
-    mask = table.size - 1
-    ids = np.empty(cap, dtype=np.uint32)
-    counts = np.empty(cap, dtype=np.uint32)
-    n = 0
-    total = 0
-    h = _FNV_OFFSET
-    in_token = False
-    for i in range(data.size + 1):
-        c = fold[data[i]] if i < data.size else np.uint8(0)  # a separator after the last byte
-        if c != 0:
-            h = ((h ^ np.uint64(c)) * _FNV_PRIME) & _MASK32
-            in_token = True
-        elif in_token:
-            total += 1
-            slot = np.int64((h * _GOLDEN64) >> shift)
-            while True:
-                j = table[slot]
-                if j < 0:
-                    if n == cap:
-                        return ids, counts, -1, total
-                    table[slot] = n
-                    ids[n] = h
-                    counts[n] = 1
-                    n += 1
-                    break
-                if ids[j] == h:
-                    counts[j] += 1
-                    break
-                slot = (slot + 1) & mask
-            h = _FNV_OFFSET
-            in_token = False
-    return ids, counts, n, total
-
-
-@njit(cache=True)
-def _count_tokens(data, fold):
-    """Tokenize UTF-8 bytes: (distinct ids, counts, total tokens).
-
-    Starts with room for size/8 distinct ids (about twice what prose needs) and doubles on a
-    retry; a text of n bytes has at most (n + 1) // 2 tokens, so this ends.
-    """
-    cap = 16
-    while cap < data.size // 8:
-        cap *= 2
-    while True:
-        ids, counts, n, total = _count_with_capacity(data, fold, cap)
-        if n >= 0:
-            return ids[:n].copy(), counts[:n].copy(), total
-        cap *= 2
-
-
-@njit(cache=True)
 def _mix64(x):
     """splitmix64 finaliser: spreads a 32-bit id over all 64 bits."""
     z = x + _GOLDEN64
@@ -176,51 +115,20 @@ def _simhash64(ids, counts):
 
 
 @njit(cache=True)
-def _shingle_simhash(data, fold, max_tokens):
-    """SimHash over word 3-gram shingles of the first ``max_tokens`` tokens (one pass).
+def _count_and_shingle(data, fold, cap, max_tokens):
+    """One tokenizing pass with room for ``cap`` distinct ids: (ids, counts, n, total,
+    simhash), ``n`` -1 when ``cap`` was too small.
 
+    Counts go into an open-addressing table (linear probing, load <= 1/2) of indices into
+    ``ids``/``counts``, so the output is compact and in first-occurrence order. Insertion is
+    inline and the arrays never change inside the loop: a call per token, or growing the
+    table in the loop, each cost ~2x throughput.
+
+    The SimHash is over word 3-gram shingles of the first ``max_tokens`` tokens (0: none).
     Shingles, not single words: documents drawn from one vocabulary share most words (and a
     word-weighted SimHash puts them within a few bits of each other), but rarely word order.
-    """
-    acc = np.zeros(64, dtype=np.int64)
-    h = _FNV_OFFSET
-    in_token = False
-    prev1 = np.uint64(0)
-    prev2 = np.uint64(0)
-    tokens = 0
-    for i in range(data.size + 1):
-        c = fold[data[i]] if i < data.size else np.uint8(0)
-        if c != 0:
-            h = ((h ^ np.uint64(c)) * _FNV_PRIME) & _MASK32
-            in_token = True
-        elif in_token:
-            tokens += 1
-            if tokens >= 3:
-                x = _mix64((prev2 << np.uint64(32)) ^ (prev1 * _MIX1) ^ h)
-                for bit in range(64):
-                    if (x >> np.uint64(bit)) & _ONE64:
-                        acc[bit] += 1
-                    else:
-                        acc[bit] -= 1
-            prev2 = prev1
-            prev1 = h
-            h = _FNV_OFFSET
-            in_token = False
-            if tokens >= max_tokens:
-                break
-    out = np.uint64(0)
-    for bit in range(64):
-        if acc[bit] > 0:
-            out |= _ONE64 << np.uint64(bit)
-    return out
-
-
-@njit(cache=True)
-def _count_and_shingle(data, fold, cap, max_tokens):
-    """``_count_with_capacity`` and ``_shingle_simhash`` fused: one pass over the bytes gives
-    (ids, counts, n, total, simhash). The SimHash keeps, per bit, how many shingles set it
-    (branch-free, vectorised) and compares that with half the shingles at the end, which is
-    the same sign test as adding +1/-1 per shingle."""
+    It keeps, per bit, how many shingles set it (branch-free, vectorised) and sets the bit
+    when more than half did (``reference_simhash`` is the plain-Python definition)."""
     table = np.full(cap * 2, -1, dtype=np.int32)
     shift = _shift_for(table.size)
     mask = table.size - 1
@@ -275,7 +183,11 @@ def _count_and_shingle(data, fold, cap, max_tokens):
 
 @njit(cache=True)
 def _tokens_and_simhash(data, fold, max_tokens):
-    """``_count_tokens`` and the SimHash of the first ``max_tokens`` tokens, in one pass."""
+    """(distinct ids, counts, total tokens, SimHash of the first ``max_tokens`` tokens).
+
+    Starts with room for size/8 distinct ids (about twice what prose needs) and doubles on a
+    retry; a text of n bytes has at most (n + 1) // 2 tokens, so this ends.
+    """
     cap = 16
     while cap < data.size // 8:
         cap *= 2
@@ -296,7 +208,7 @@ def _utf8(text: str) -> bytes:
 
 def tokenize_bytes(data: bytes) -> TokenCounts:
     """Tokenize already UTF-8 encoded text (see the module docstring for what a token is)."""
-    ids, counts, total = _count_tokens(np.frombuffer(data, dtype=np.uint8), _FOLD)
+    ids, counts, total, _ = _tokens_and_simhash(np.frombuffer(data, dtype=np.uint8), _FOLD, 0)
     return TokenCounts(ids=ids, counts=counts, length=int(total))
 
 
@@ -357,8 +269,33 @@ def simhash_text(text: str, max_tokens: int = 4096) -> int:
     """64-bit SimHash of ``text``'s word 3-grams (its first ``max_tokens`` tokens), unsigned.
 
     Texts of fewer than 3 tokens hash to 0."""
-    data = np.frombuffer(_utf8(text), dtype=np.uint8)
-    return int(_shingle_simhash(data, _FOLD, max_tokens))
+    return tokenize_and_simhash(text, max_tokens)[1]
+
+
+def _mix64_py(x: int) -> int:
+    """``_mix64`` in plain Python (splitmix64's finaliser, 64-bit wrap-around)."""
+    mask = 0xFFFFFFFFFFFFFFFF
+    z = (x + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def reference_simhash(text: str, max_tokens: int = 4096) -> int:
+    """Plain-Python SimHash the numba kernel must equal: each 3-gram of consecutive token
+    ids (a, b, c) among the first ``max_tokens`` tokens is mixed into 64 bits; a bit of the
+    result is set when more than half of the shingles set it."""
+    mask = 0xFFFFFFFFFFFFFFFF
+    ids = [_fnv1a32(t) for t in _TOKEN_RE.findall(_utf8(text).lower())[:max_tokens]]
+    shingles = [
+        _mix64_py(((a << 32) ^ ((b * 0xBF58476D1CE4E5B9) & mask) ^ c) & mask)
+        for a, b, c in zip(ids, ids[1:], ids[2:], strict=False)  # the windows of 3
+    ]
+    out = 0
+    for bit in range(64):
+        if 2 * sum((x >> bit) & 1 for x in shingles) > len(shingles):
+            out |= 1 << bit
+    return out
 
 
 def tokenize_and_simhash(text: str, max_tokens: int = 4096) -> tuple[TokenCounts, int]:
