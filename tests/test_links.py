@@ -84,7 +84,7 @@ _HREF_PARTS = ["a", "B", "0", ".", "..", "/", "//", "?", "=", "&", "-", "_", "~"
                "http://other.org", "https://o-t.h3r.net", "http://x", "HTTP://Up.org",
                "http://1.2.3.4", "http://a.0x1f", "http://a.b.", "http://xn--bcher-kva.de",
                "http://xn--a.de", "http://a..b", "http://-a-.b", ":80", ":443", ":0", ":8080",
-               ":99999", ":080"]  # fmt: skip
+               ":99999", ":080", "#x:y", "#/../", "##"]  # fmt: skip
 
 
 @given(
