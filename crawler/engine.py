@@ -36,7 +36,7 @@ from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
 from crawler.hooks import Hooks
 from crawler.lock import RunLock
 from crawler.neardup import NearDuplicates
-from crawler.pool import ParsePool
+from crawler.pool import ParsePool, prestart
 from crawler.records import failure_record, page_record, plain_record, unchanged_record
 from crawler.recrawl import CHANGED, FAILED, FIRST, UNCHANGED, next_interval
 from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
@@ -105,6 +105,10 @@ class Engine:
         progress_interval_s: float = 0.5,
         hooks: Hooks | None = None,
     ) -> None:
+        # The parse workers' fork server preloads (numba, lexbor: ~0.4 s) on another core
+        # while this process loads the query's numba, opens the store and reads the known
+        # URLs (seconds for a big resumed frontier): in parallel, not one after the other.
+        prestart()
         self.settings = settings
         self.hooks = hooks or Hooks()
         self.seeds = list(seeds)
