@@ -107,23 +107,3 @@ def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay:
                 running.append(job)
                 assert sum(j.origin == job.origin for j in running) <= per_host
         assert f.in_flight == len(running)
-
-
-def test_seen_set_matches_a_python_set_across_merges() -> None:
-    import random
-
-    from crawler import seen
-
-    rng = random.Random(7)
-    keys = [rng.getrandbits(64) - 2**63 for _ in range(3 * seen._MERGE_MIN + 100)]
-    keys += keys[:1000]  # repeats, before and after merges
-    compact, plain = seen.SeenSet(), set()
-    for key in keys:
-        assert compact.add(key) == (key not in plain)
-        plain.add(key)
-    assert len(compact) == len(plain)
-    assert compact._sorted and compact._recent  # both parts in use
-    probe = keys[:500] + [rng.getrandbits(64) - 2**63 for _ in range(500)]
-    assert [key in compact for key in probe] == [key in plain for key in probe]
-    assert compact.missing(probe) == [key not in plain for key in probe]
-    assert list(compact._sorted) == sorted(set(compact._sorted))
