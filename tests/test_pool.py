@@ -129,3 +129,15 @@ def test_parse_workers_exit_when_the_crawl_is_killed(tmp_path: Path) -> None:
             time.sleep(0.1)
     assert len(workers) >= 4
     assert not [pid for pid in workers if _alive(pid)]
+
+
+def test_fork_server_preload_is_extended_not_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An application's own fork-server preloads stay; ours is added once."""
+    from multiprocessing import forkserver
+
+    from crawler import pool
+
+    monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "app.models"])
+    pool._context()
+    pool._context()
+    assert forkserver._forkserver._preload_modules == ["__main__", "app.models", "parsers.preload"]
