@@ -2,8 +2,11 @@
 
 Owns: the query's token ids, the corpus statistics of the pages seen so far (N, average
 length, the query terms' document frequencies, updated as pages arrive) and the batching of
-pages into kernel calls. ``await focus.score(tokens)`` returns a page's BM25 score; pages
-arriving together share one call of the fused ``parallel=True`` CPU kernel (or the CUDA one).
+pages into kernel calls. ``await focus.score_terms(tf, length)`` returns a page's BM25 score
+from its query terms' counts (``Page.query_tf``, counted in the parse worker) and its length;
+``await focus.score(tokens)`` does the same from an encoded token blob. Pages arriving
+together share one call of the BM25 kernel (the serial twin of the fused CPU kernel, or the
+CUDA one).
 
 A page's score is relative to the statistics when it was scored: early pages see a small N.
 ``crawl rank`` re-scores the whole stored corpus with final statistics.
