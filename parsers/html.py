@@ -22,7 +22,7 @@ from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
 from parsers.tokens import encode_counts, term_counts, tokenize_and_simhash
 
-_INVISIBLE_TAGS = ["script", "style", "noscript", "template"]
+_INVISIBLE_SELECTOR = "script, style, noscript, template"
 _LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
 _FRAME_TAGS = frozenset({"frame", "iframe"})
 _WORDS = re.compile(r"[a-z0-9\x80-\U0010ffff]+")
@@ -175,6 +175,15 @@ def _run_extract(tree: LexborHTMLParser, url: str) -> tuple[str | None, str | No
         return None, f"{type(exc).__name__}: {exc}"
 
 
+def _strip_invisible(tree: LexborHTMLParser) -> None:
+    """Remove script, style, noscript and template elements (what ``strip_tags`` does with
+    one query per tag) with one query: half the cost on script-heavy pages. Removed last to
+    first, so that a match inside another (``<noscript><style>``) goes before its ancestor
+    and nothing is touched after it was freed."""
+    for node in reversed(tree.css(_INVISIBLE_SELECTOR)):
+        node.decompose(recursive=False)
+
+
 def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Page:
     """Parse one HTML response into a ``Page``. ``wanted``: see ``_links``."""
     tree = _document(job)
@@ -191,7 +200,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
     links, nofollow_links, anchor_hits = _links(
         tree, base, job.max_links, frozenset(job.query_terms), wanted
     )
-    tree.strip_tags(_INVISIBLE_TAGS)
+    _strip_invisible(tree)
     root = tree.body if tree.body is not None else tree.root
     text = root.text(separator=" ", strip=True).strip() if root is not None else ""
     if noindex:

@@ -6,7 +6,11 @@ import codecs
 import json
 import pickle
 
-from parsers.html import choose_charset, content_hash, parse_batch, parse_page
+from hypothesis import given
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+from parsers.html import _strip_invisible, choose_charset, content_hash, parse_batch, parse_page
 from parsers.page import Page, ParseFailure, ParseJob
 
 
@@ -101,3 +105,23 @@ def test_parse_batch_sends_links_as_json_and_follow_only() -> None:
     assert page.follow == ("http://e.com/a",)
     assert page.links == () and page.nofollow_links == ()  # not pickled back to the crawl
     assert page == pickle.loads(pickle.dumps(page))
+
+
+_INVISIBLE_PARTS = ["<noscript>", "</noscript>", "<style>", "</style>", "<script>", "</script>",
+                    "<template>", "</template>", "<p>", "</p>", "<div>", "</div>", "text ", "<b>",
+                    "<svg><style>", "</svg>"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_INVISIBLE_PARTS), max_size=30).map("".join))
+def test_invisible_elements_removed_as_strip_tags_does(html: str) -> None:
+    """One query, removed last to first (nested matches included), leaves the same text as
+    selectolax's strip_tags, one query per tag."""
+    ours, reference = LexborHTMLParser(html), LexborHTMLParser(html)
+    _strip_invisible(ours)
+    reference.strip_tags(["script", "style", "noscript", "template"])
+
+    def text(tree: LexborHTMLParser) -> str:
+        root = tree.body if tree.body is not None else tree.root
+        return root.text(separator=" ", strip=True) if root is not None else ""
+
+    assert text(ours) == text(reference)
