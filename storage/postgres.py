@@ -50,6 +50,7 @@ from storage.postgres_schema import (
     MIGRATIONS_TABLE,
     pending,
 )
+from storage.schema import page_upsert_set
 
 T = TypeVar("T")
 
@@ -126,22 +127,7 @@ INSERT INTO pages ({", ".join(name for name, _ in _PAGE_COLUMNS)}, run_id, chang
 SELECT t.*, ${_RUN_PARAM}::bigint, t.fetched_at
 FROM unnest({", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(_PAGE_COLUMNS, 1))})
      AS t({", ".join(name for name, _ in _PAGE_COLUMNS)})
-ON CONFLICT (url) DO UPDATE SET
-    final_url = excluded.final_url, status = excluded.status, error = excluded.error,
-    content_type = excluded.content_type, title = excluded.title, text = excluded.text,
-    lang = excluded.lang, canonical = excluded.canonical, meta_robots = excluded.meta_robots,
-    depth = LEAST(pages.depth, excluded.depth), body_bytes = excluded.body_bytes,
-    previous_hash = CASE WHEN pages.content_hash IS DISTINCT FROM excluded.content_hash
-                         THEN pages.content_hash ELSE pages.previous_hash END,
-    changed_at = CASE WHEN pages.content_hash IS DISTINCT FROM excluded.content_hash
-                      THEN excluded.fetched_at ELSE pages.changed_at END,
-    content_hash = excluded.content_hash, fetched_at = excluded.fetched_at,
-    run_id = excluded.run_id, outlinks = excluded.outlinks, attempts = excluded.attempts,
-    duplicate_of = excluded.duplicate_of, score = excluded.score, tokens = excluded.tokens,
-    simhash = excluded.simhash, near_duplicate_of = excluded.near_duplicate_of,
-    etag = excluded.etag, last_modified = excluded.last_modified, body = excluded.body,
-    headers = excluded.headers, extract = excluded.extract
-"""
+ON CONFLICT (url) DO UPDATE SET""" + page_upsert_set(least="LEAST", differs="IS DISTINCT FROM")
 _TOUCH_PAGES = """
 UPDATE pages AS p SET fetched_at = t.fetched_at, run_id = $6, attempts = t.attempts,
     etag = coalesce(t.etag, p.etag), last_modified = coalesce(t.last_modified, p.last_modified)

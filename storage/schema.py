@@ -12,6 +12,30 @@ import sqlite3
 from typing import NamedTuple
 
 
+def page_upsert_set(*, least: str, differs: str) -> str:
+    """The ``ON CONFLICT (url) DO UPDATE SET`` list of a page write, shared by the SQLite and
+    PostgreSQL stores (one list of columns, so a new column reaches both). ``least`` is the
+    dialect's two-argument minimum (``MIN`` / ``LEAST``), ``differs`` its null-safe "is
+    different from" (``IS NOT`` / ``IS DISTINCT FROM``). A changed body keeps the previous
+    hash and stamps ``changed_at``."""
+    return f"""
+    final_url = excluded.final_url, status = excluded.status, error = excluded.error,
+    content_type = excluded.content_type, title = excluded.title, text = excluded.text,
+    lang = excluded.lang, canonical = excluded.canonical, meta_robots = excluded.meta_robots,
+    depth = {least}(pages.depth, excluded.depth), body_bytes = excluded.body_bytes,
+    previous_hash = CASE WHEN pages.content_hash {differs} excluded.content_hash
+                         THEN pages.content_hash ELSE pages.previous_hash END,
+    changed_at = CASE WHEN pages.content_hash {differs} excluded.content_hash
+                      THEN excluded.fetched_at ELSE pages.changed_at END,
+    content_hash = excluded.content_hash, fetched_at = excluded.fetched_at,
+    run_id = excluded.run_id, outlinks = excluded.outlinks, attempts = excluded.attempts,
+    duplicate_of = excluded.duplicate_of, score = excluded.score, tokens = excluded.tokens,
+    simhash = excluded.simhash, near_duplicate_of = excluded.near_duplicate_of,
+    etag = excluded.etag, last_modified = excluded.last_modified, body = excluded.body,
+    headers = excluded.headers, extract = excluded.extract
+"""
+
+
 class Migration(NamedTuple):
     version: int
     name: str

@@ -27,7 +27,13 @@ from storage.base import (
     StoreError,
     UrlRecord,
 )
-from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
+from storage.schema import (
+    LATEST_VERSION,
+    MIGRATIONS_TABLE,
+    page_upsert_set,
+    pending,
+    split_statements,
+)
 
 _UPSERT_PAGE = """
 INSERT INTO pages (url, final_url, status, error, content_type, title, text, lang, canonical,
@@ -35,22 +41,7 @@ INSERT INTO pages (url, final_url, status, error, content_type, title, text, lan
                    attempts, duplicate_of, score, tokens, simhash, near_duplicate_of, etag,
                    last_modified, body, headers, extract, changed_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (url) DO UPDATE SET
-    final_url = excluded.final_url, status = excluded.status, error = excluded.error,
-    content_type = excluded.content_type, title = excluded.title, text = excluded.text,
-    lang = excluded.lang, canonical = excluded.canonical, meta_robots = excluded.meta_robots,
-    depth = MIN(pages.depth, excluded.depth), body_bytes = excluded.body_bytes,
-    previous_hash = CASE WHEN pages.content_hash IS NOT excluded.content_hash
-                         THEN pages.content_hash ELSE pages.previous_hash END,
-    changed_at = CASE WHEN pages.content_hash IS NOT excluded.content_hash
-                      THEN excluded.fetched_at ELSE pages.changed_at END,
-    content_hash = excluded.content_hash, fetched_at = excluded.fetched_at,
-    run_id = excluded.run_id, outlinks = excluded.outlinks, attempts = excluded.attempts,
-    duplicate_of = excluded.duplicate_of, score = excluded.score, tokens = excluded.tokens,
-    simhash = excluded.simhash, near_duplicate_of = excluded.near_duplicate_of,
-    etag = excluded.etag, last_modified = excluded.last_modified, body = excluded.body,
-    headers = excluded.headers, extract = excluded.extract
-"""
+ON CONFLICT (url) DO UPDATE SET""" + page_upsert_set(least="MIN", differs="IS NOT")
 _TOUCH_PAGE = """
 UPDATE pages SET fetched_at = ?, run_id = ?, attempts = ?, etag = coalesce(?, etag),
     last_modified = coalesce(?, last_modified)
