@@ -1,15 +1,21 @@
-"""ParsePool: HTML parsing in worker processes, batched to cut inter-process cost.
+"""ParsePool: HTML parsing in worker processes, batched, driven by the event loop itself.
 
-Owns: the crawl's one ``ProcessPoolExecutor``. Invariants:
+Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
 - workers are forked from a fork server (``forkserver`` start method) that imported
   ``parsers.preload``: the parser, lexbor and numba with its kernels loaded once, shared
   copy-on-write by every worker. Never plain ``fork`` of the crawl process: numba's threading
   layer and CUDA do not survive it; the fork server runs neither. ``spawn`` where there is
-  no fork server (not Linux/macOS). Workers import only ``parsers``;
+  no fork server (not Linux/macOS). Workers import only ``parsers`` and run
+  ``parsers.worker.serve``;
+- requests and replies travel as pickles over pipes that the event loop reads and writes
+  itself (asyncio pipe transports): no executor threads, no cross-thread wake-ups, and the
+  replies are decoded on the loop that uses them. A worker answers in request order;
 - ``parse()`` callers are grouped into batches: a batch goes out when it holds
-  ``batch_max`` pages or ``flush_delay_s`` after its first page, whichever comes first;
-- a broken pool (a worker killed) is recreated once and its batch retried; a second break
-  fails the crawl.
+  ``batch_max`` pages or ``flush_delay_s`` after its first page, whichever comes first, to
+  the worker with the fewest requests outstanding;
+- a worker that dies (killed, out of memory) is replaced and its outstanding requests sent
+  again, as many times in all as there are workers; one more death fails what was
+  outstanding and every later request with ``BrokenProcessPool``.
 """
 
 from __future__ import annotations
@@ -19,15 +25,18 @@ import contextlib
 import fcntl
 import logging
 import multiprocessing
+import pickle
+import struct
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseError
 from parsers.page import Page, ParseFailure, ParseJob
-from parsers.worker import init_worker, parse_batch, warm_up
+from parsers.worker import parse_batch, serve
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,22 +66,16 @@ _PRELOAD = "parsers.preload"
 _PIPE_BYTES = 1 << 20
 
 
-def _widen_pipes(executor: ProcessPoolExecutor) -> None:
-    """Give the pool's two pipes 1 MiB of buffer (Linux ``F_SETPIPE_SZ``; default 64 KiB).
+def _widen_pipe(connection: Connection) -> None:
+    """Give a pipe 1 MiB of buffer (Linux ``F_SETPIPE_SZ``; default 64 KiB).
 
     A batch is ~0.5 MB each way (bodies out, text and tokens back): with 64 KiB a worker
-    blocks in ``write`` until the main process's reader thread, which needs the GIL after
-    every 64 KiB read, catches up. Best effort: private attributes of the executor, and a
-    kernel may refuse the size (``/proc/sys/fs/pipe-max-size``)."""
+    blocks in ``write`` after every 64 KiB until the loop reads. Best effort: a kernel may
+    refuse the size (``/proc/sys/fs/pipe-max-size``)."""
     setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if setpipe is None:
-        return
-    for queue in (getattr(executor, "_call_queue", None), getattr(executor, "_result_queue", None)):
-        reader = getattr(queue, "_reader", None)
-        try:
-            fcntl.fcntl(reader.fileno(), setpipe, _PIPE_BYTES)  # type: ignore[union-attr]
-        except (AttributeError, OSError, ValueError):
-            continue
+    if setpipe is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(connection.fileno(), setpipe, _PIPE_BYTES)
 
 
 def prestart() -> None:
@@ -87,6 +90,87 @@ def prestart() -> None:
             forkserver.ensure_running()
         except OSError as exc:  # the pool tries again, and reports a real failure itself
             log.debug("fork server did not start early: %s", exc)
+
+
+_FRAME = struct.Struct("!i")
+_LONG_FRAME = struct.Struct("!Q")
+
+
+def _frame(payload: bytes) -> list[bytes]:
+    """``payload`` framed as ``Connection.send_bytes`` does (what ``recv_bytes`` reads)."""
+    if len(payload) > 0x7FFFFFFF:
+        return [_FRAME.pack(-1), _LONG_FRAME.pack(len(payload)), payload]
+    return [_FRAME.pack(len(payload)), payload]
+
+
+Reply = Callable[[bool, Any], None]
+"""Called with ``(True, result)`` or ``(False, exception)`` when a request is answered."""
+
+
+class _Request:
+    __slots__ = ("frame", "reply")
+
+    def __init__(self, frame: list[bytes], reply: Reply) -> None:
+        self.frame = frame
+        self.reply = reply
+
+
+class _Worker:
+    """One worker process, the transport of its request pipe, its outstanding requests."""
+
+    def __init__(self, pool: ParsePool, process: multiprocessing.process.BaseProcess) -> None:
+        self.pool = pool
+        self.process = process
+        self.requests: asyncio.WriteTransport | None = None
+        self.replies: asyncio.ReadTransport | None = None
+        self.outstanding: deque[_Request] = deque()
+        self.dead = False
+
+    def send(self, request: _Request) -> None:
+        assert self.requests is not None
+        self.outstanding.append(request)
+        self.requests.writelines(request.frame)
+
+    def close(self) -> None:
+        for transport in (self.requests, self.replies):
+            if transport is not None:
+                transport.close()
+
+
+class _ReplyReader(asyncio.Protocol):
+    """Reads a worker's framed replies off its pipe and hands each to the pool."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+        self._buffer = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        end = len(buffer)
+        while end - start >= 4:
+            (size,) = _FRAME.unpack_from(buffer, start)
+            head = 4
+            if size == -1:
+                if end - start < 12:
+                    break
+                (size,) = _LONG_FRAME.unpack_from(buffer, start + 4)
+                head = 12
+            if end - start < head + size:
+                break
+            with memoryview(buffer) as view:
+                payload = view[start + head : start + head + size]
+                try:
+                    self._worker.pool._answered(self._worker, payload)
+                finally:
+                    payload.release()
+            start += head + size
+        if start:
+            del buffer[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._worker.pool._lost(self._worker)
 
 
 class ParsePool:
@@ -104,29 +188,26 @@ class ParsePool:
         self._extract = extract
         self._batch_max = batch_max
         self._flush_delay_s = flush_delay_s
-        self._executor: ProcessPoolExecutor | None = None
         self._jobs: list[ParseJob] = []
         self._waiters: list[asyncio.Future[Page]] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._restarts = 0
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._ready: asyncio.Future[list[int]] | None = None
+        self._live: list[_Worker] = []
+        self._waiting: deque[_Request] = deque()
+        """Requests made while no worker was up (start-up, a replacement starting)."""
+        self._restarts_left = workers
+        self._broken: BrokenProcessPool | None = None
+        self._closing = False
+        self._open = False
+        self._starting: set[asyncio.Task[None]] = set()
         self.batches = 0
         self.busy = 0
 
     async def __aenter__(self) -> ParsePool:
-        executor = self._executor = self._new_executor()
         # Workers start (fork server preload, fork) while the crawl fetches robots.txt and
-        # its first pages: the first parse waits for ``_ready``. Submitting starts the
-        # processes, which blocks until the fork server has preloaded (~0.4 s when it is
-        # new): done in a thread, so the event loop goes on meanwhile.
-        started = asyncio.to_thread(lambda: [executor.submit(warm_up) for _ in range(self.workers)])
-
-        async def ready() -> list[int]:
-            futures = await started
-            return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
-
-        self._ready = asyncio.ensure_future(ready())
+        # its first pages: requests made meanwhile wait in ``_waiting``.
+        self._open = True
+        for _ in range(self.workers):
+            self._start_worker()
         return self
 
     async def __aexit__(
@@ -135,41 +216,41 @@ class ParsePool:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._closing = True
         if self._timer is not None:
             self._timer.cancel()
         for waiter in self._waiters:
             waiter.cancel()
-        for task in self._tasks:
+        closed = CrawlerError("parse pool is closed")
+        for task in self._starting:
             task.cancel()
-        if self._ready is not None:
-            self._ready.cancel()
+        for task in list(self._starting):
             with contextlib.suppress(BaseException):
-                await self._ready
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+                await task
+        workers, self._live = self._live, []
+        for worker in workers:
+            worker.close()  # end of file on its request pipe: the worker exits
+            for request in worker.outstanding:
+                request.reply(False, closed)
+        for request in self._waiting:
+            request.reply(False, closed)
+        self._waiting.clear()
+        await asyncio.to_thread(_join, [worker.process for worker in workers])
 
-    def _new_executor(self) -> ProcessPoolExecutor:
-        executor = ProcessPoolExecutor(
-            max_workers=self.workers,
-            mp_context=_context(),
-            initializer=init_worker,
-            initargs=(self._extract,),
-        )
-        _widen_pipes(executor)
-        return executor
-
+    # -- requests ----------------------------------------------------------------------------
     async def call(self, function: Callable[..., T], *args: Any) -> T:
         """Run another pure function of ``parsers`` in a worker (sitemaps, ...), unbatched."""
-        if self._executor is None:
-            raise CrawlerError("parse pool is closed")
-        await self._wait_ready()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
-    async def _wait_ready(self) -> None:
-        if self._ready is not None:
-            ready, self._ready = self._ready, None
-            await ready
+        def reply(ok: bool, value: Any) -> None:
+            if not future.done():
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+
+        self._request(function, args, reply)
+        return await future
 
     async def parse(self, job: ParseJob) -> Page:
         """Parse one page in a worker; raises ``ParseError`` if the worker could not."""
@@ -191,48 +272,147 @@ class ParsePool:
             return
         jobs, waiters = self._jobs, self._waiters
         self._jobs, self._waiters = [], []
-        # The batch task reports every outcome through the waiters, which the callers await
-        # (inside the engine's TaskGroup): it never fails on its own.
-        task = asyncio.get_running_loop().create_task(self._run_batch(jobs, waiters))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _run_batch(self, jobs: list[ParseJob], waiters: list[asyncio.Future[Page]]) -> None:
         self.busy += 1
-        try:
-            results = await self._submit(jobs)
-        except asyncio.CancelledError:
-            for waiter in waiters:
-                waiter.cancel()
-            raise
-        except Exception as exc:  # handed to every page of the batch: their tasks decide
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_exception(exc)
-            return
-        finally:
-            self.busy -= 1
-        self.batches += 1
-        for waiter, result in zip(waiters, results, strict=True):
-            if waiter.done():
-                continue
-            if isinstance(result, ParseFailure):
-                waiter.set_exception(ParseError(result.url, result.message))
-            else:
-                waiter.set_result(result)
 
-    async def _submit(self, jobs: list[ParseJob]) -> list[Page | ParseFailure]:
+        def reply(ok: bool, results: Any) -> None:
+            self.busy -= 1
+            if not ok:  # handed to every page of the batch: their tasks decide
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(results)
+                return
+            self.batches += 1
+            for waiter, result in zip(waiters, results, strict=True):
+                if waiter.done():
+                    continue
+                if isinstance(result, ParseFailure):
+                    waiter.set_exception(ParseError(result.url, result.message))
+                else:
+                    waiter.set_result(result)
+
+        self._request(parse_batch, (jobs,), reply)
+
+    def _request(self, function: Callable[..., Any], args: tuple[Any, ...], reply: Reply) -> None:
+        if not self._open or self._closing:
+            reply(False, CrawlerError("parse pool is closed"))
+            return
+        if self._broken is not None:
+            reply(False, self._broken)
+            return
+        try:
+            payload = pickle.dumps((function, args), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # a job that cannot travel: the caller's error
+            reply(False, exc)
+            return
+        request = _Request(_frame(payload), reply)
+        if self._live:
+            min(self._live, key=_load).send(request)
+        else:
+            self._waiting.append(request)
+
+    def _answered(self, worker: _Worker, payload: memoryview) -> None:
+        request = worker.outstanding.popleft()
+        try:
+            ok, value = pickle.loads(payload)
+        except Exception as exc:  # an exception type that does not unpickle, say
+            ok, value = False, CrawlerError(f"unreadable reply from a parse worker: {exc}")
+        request.reply(ok, value)
+
+    # -- worker processes --------------------------------------------------------------------
+    def _start_worker(self, resend: deque[_Request] | None = None) -> None:
+        task = asyncio.get_running_loop().create_task(self._run_worker(resend or deque()))
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+
+    async def _run_worker(self, resend: deque[_Request]) -> None:
+        # Starting a process blocks until the fork server has preloaded (~0.4 s when it is
+        # new) and forked: done in a thread, so the event loop goes on meanwhile.
+        try:
+            process, requests, replies = await asyncio.to_thread(self._spawn)
+        except asyncio.CancelledError:  # the pool is closing
+            for request in resend:
+                request.reply(False, CrawlerError("parse pool is closed"))
+            raise
+        except Exception as exc:
+            self._fail(BrokenProcessPool(f"cannot start a parse worker: {exc}"), resend)
+            return
+        worker = _Worker(self, process)
         loop = asyncio.get_running_loop()
-        await self._wait_ready()
-        while True:
-            if self._executor is None:
-                raise CrawlerError("parse pool is closed")
-            try:
-                return await loop.run_in_executor(self._executor, parse_batch, jobs)
-            except BrokenProcessPool:
-                if self._restarts >= 1:
-                    raise
-                self._restarts += 1
-                log.warning("parse pool broke (a worker died); starting a new one")
-                self._executor.shutdown(wait=False, cancel_futures=True)
-                self._executor = self._new_executor()
+        try:
+            worker.requests, _ = await loop.connect_write_pipe(asyncio.Protocol, requests)
+            worker.replies, _ = await loop.connect_read_pipe(lambda: _ReplyReader(worker), replies)
+        except BaseException:
+            worker.close()
+            requests.close()
+            replies.close()
+            process.kill()
+            raise
+        if self._closing:
+            worker.close()
+            return
+        self._live.append(worker)
+        while resend:
+            worker.send(resend.popleft())
+        while self._waiting:
+            min(self._live, key=_load).send(self._waiting.popleft())
+
+    def _spawn(self) -> tuple[multiprocessing.process.BaseProcess, Connection, Connection]:
+        context = _context()
+        their_requests, requests = context.Pipe(duplex=False)
+        replies, their_replies = context.Pipe(duplex=False)
+        for connection in (requests, replies):
+            _widen_pipe(connection)
+        process = context.Process(  # type: ignore[attr-defined]
+            target=serve,
+            args=(their_requests, their_replies, self._extract),
+            name="crawl-parse",
+            daemon=True,
+        )
+        try:
+            process.start()
+        finally:
+            their_requests.close()  # the worker holds its own copies now
+            their_replies.close()
+        return process, requests, replies
+
+    def _lost(self, worker: _Worker) -> None:
+        """A worker's reply pipe closed: it died (or the pool is closing)."""
+        if worker.dead:
+            return
+        worker.dead = True
+        worker.close()
+        if self._closing or worker not in self._live:
+            return
+        self._live.remove(worker)
+        with contextlib.suppress(Exception):
+            worker.process.join(0)
+        outstanding = worker.outstanding
+        code = worker.process.exitcode
+        if self._restarts_left <= 0:
+            self._fail(BrokenProcessPool(f"a parse worker died again (exit code {code})"),
+                       outstanding)  # fmt: skip
+            return
+        self._restarts_left -= 1
+        log.warning("a parse worker died (exit code %s); starting another", code)
+        self._start_worker(outstanding)
+
+    def _fail(self, error: BrokenProcessPool, outstanding: deque[_Request]) -> None:
+        """The pool is broken: fail what was outstanding, what waits, and what comes."""
+        self._broken = error
+        for request in (*outstanding, *self._waiting):
+            request.reply(False, error)
+        outstanding.clear()
+        self._waiting.clear()
+
+
+def _load(worker: _Worker) -> int:
+    return len(worker.outstanding)
+
+
+def _join(processes: list[multiprocessing.process.BaseProcess], timeout_s: float = 10.0) -> None:
+    """Wait for workers to finish their request and exit; kill the ones that do not."""
+    for process in processes:
+        process.join(timeout_s)
+        if process.exitcode is None:
+            process.kill()
+            process.join()

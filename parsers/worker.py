@@ -1,6 +1,6 @@
-"""Set-up of a parse worker process (run once per process by the pool).
+"""A parse worker process: its set-up and its request loop (``serve``).
 
-``parse_batch`` is what the pool submits. Workers ignore SIGINT: a Ctrl-C in a terminal reaches the whole process group, and the
+``parse_batch`` is what the pool sends most. Workers ignore SIGINT: a Ctrl-C in a terminal reaches the whole process group, and the
 parent decides how to stop; a worker dying of it would break the pool mid-batch.
 """
 
@@ -9,10 +9,12 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from typing import Any
 
 from parsers.page import Page, ParseFailure, ParseJob
@@ -24,6 +26,38 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     from parsers.html import parse_batch as parse
 
     return parse(jobs)
+
+
+def serve(
+    requests: Connection, replies: Connection, extract: Callable[[Any, str], Any] | None
+) -> None:
+    """The worker's life: set up, warm up, then answer requests in order until the crawl
+    closes its end of ``requests`` (or dies).
+
+    A request is a pickled ``(function, args)``; the reply a pickled ``(True, result)`` or
+    ``(False, exception)``, framed as ``Connection.send_bytes`` frames them (the pool's
+    event loop reads them without a thread). One reply per request, in request order."""
+    init_worker(extract)
+    warm_up()
+    while True:
+        try:
+            request = requests.recv_bytes()
+        except (EOFError, OSError):
+            return  # the crawl is done with this worker, or gone
+        try:
+            function, args = pickle.loads(request)
+            reply: tuple[bool, object] = (True, function(*args))
+        except Exception as exc:  # the caller's to handle, as if raised there
+            reply = (False, exc)
+        try:
+            payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # an unpicklable result or exception
+            error = RuntimeError(f"worker reply cannot be pickled: {type(exc).__name__}: {exc}")
+            payload = pickle.dumps((False, error), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            replies.send_bytes(payload)
+        except OSError:
+            return  # the crawl closed its end (shutdown) or died
 
 
 def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:

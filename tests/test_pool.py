@@ -63,11 +63,56 @@ def test_pool_restarts_once_after_a_worker_dies() -> None:
     assert asyncio.run(go()) == "2"
 
 
+def test_a_request_outstanding_on_a_dying_worker_is_sent_again() -> None:
+    """A worker killed mid-request (the OOM killer, say): its replacement gets the request."""
+
+    async def go() -> tuple[object, list[int | None]]:
+        async with ParsePool(1) as pool:
+            await pool.parse(job(1))
+            first = [worker.process.pid for worker in pool._live]
+            sleeping = asyncio.ensure_future(pool.call(time.sleep, 0.5))
+            await asyncio.sleep(0.2)  # the worker is inside the request now
+            _kill_workers(pool)
+            result = await sleeping
+            return result, first + [worker.process.pid for worker in pool._live]
+
+    result, pids = asyncio.run(go())
+    assert result is None  # time.sleep's return value: the request ran to its end
+    assert len(pids) == 2 and pids[0] != pids[1]
+
+
+def test_call_raises_the_workers_exception_and_the_pool_lives_on() -> None:
+    async def go() -> tuple[BaseException | None, int]:
+        async with ParsePool(1) as pool:
+            try:
+                await pool.call(int, "not a number")
+            except ValueError as exc:
+                error: BaseException | None = exc
+            else:
+                error = None
+            return error, await pool.call(len, "four")
+
+    error, length = asyncio.run(go())
+    assert isinstance(error, ValueError) and "not a number" in str(error)
+    assert length == 4
+
+
+def test_workers_exit_when_the_pool_closes() -> None:
+    async def go() -> list[int | None]:
+        async with ParsePool(2) as pool:
+            await asyncio.gather(*(pool.parse(job(i)) for i in range(4)))
+            return [worker.process.pid for worker in pool._live]
+
+    pids = asyncio.run(go())
+    assert len(pids) == 2
+    assert not [pid for pid in pids if pid is not None and _alive(pid)]
+
+
 def _kill_workers(pool: ParsePool) -> None:
-    executor = pool._executor
-    assert executor is not None
-    for pid in list(executor._processes):  # type: ignore[attr-defined]
-        os.kill(pid, signal.SIGKILL)
+    assert pool._live
+    for worker in pool._live:
+        assert worker.process.pid is not None
+        os.kill(worker.process.pid, signal.SIGKILL)
 
 
 def _descendants(pid: int) -> set[int]:
