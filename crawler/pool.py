@@ -385,7 +385,7 @@ class ParsePool:
             return
         self._live.remove(worker)
         with contextlib.suppress(Exception):
-            worker.process.join(0)
+            worker.process.join(0.05)  # its exit code, for the log (a rare path)
         outstanding = worker.outstanding
         code = worker.process.exitcode
         if self._restarts_left <= 0:
