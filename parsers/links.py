@@ -63,6 +63,8 @@ def resolve_url(base: str, href: str) -> str | None:
 
 
 _SAFE_PATH = re.compile(r"[A-Za-z0-9._~/-]*")
+_PLAIN = re.compile(r"[A-Za-z0-9._~/-]*(?:\?[A-Za-z0-9._~/=&-]*)?")
+"""A path of plain characters with an optional query of plain characters (and ``=&``)."""
 _SAFE_QUERY = re.compile(r"[A-Za-z0-9._~/=&-]*")
 
 
@@ -78,13 +80,15 @@ class Resolver:
     ada. ``tests/test_links.py`` checks the two agree on generated hrefs.
     """
 
-    __slots__ = ("_dir", "_origin", "_slash_origin", "base")
+    __slots__ = ("_ancestors", "_dir", "_origin", "_prefix", "_slash_origin", "base")
 
     def __init__(self, base: str) -> None:
         self.base = base
         self._origin: str | None = None
         self._slash_origin = ""
         self._dir = ""
+        self._prefix = ""
+        self._ancestors: list[str] = []
         try:
             normal = ada_url.normalize_url(base)
         except ValueError:
@@ -101,6 +105,14 @@ class Resolver:
         if query >= 0:
             path = path[:query]
         self._dir = path[: path.rfind("/") + 1]
+        self._prefix = self._origin + self._dir
+        # "../" climbs one directory (never above the root): _ancestors[k] is the directory
+        # k levels up, the root last.
+        directory = self._dir
+        while directory != "/":
+            self._ancestors.append(directory)
+            directory = directory[: directory.rstrip("/").rfind("/") + 1]
+        self._ancestors.append("/")
 
     def resolve(self, href: str) -> str | None:
         """``resolve_url(self.base, href)``."""
@@ -112,7 +124,27 @@ class Resolver:
                 if cut == 0:
                     return self.base  # "#top": this page (the base has no fragment)
                 href = href[:cut]
+            # The commonest forms first, each one string test, one regex and one
+            # concatenation: no dot segment anywhere ("/." never occurs, no leading "."
+            # after the "../" climbed) and only plain characters, so nothing to normalise.
             first = href[0]
+            if first == "/":
+                if href[1:2] != "/" and "/." not in href and _PLAIN.fullmatch(href):
+                    return origin + href
+            elif first == ".":
+                if href.startswith("../"):
+                    up = 1
+                    while href.startswith("../", 3 * up):
+                        up += 1
+                    rest = href[3 * up :]
+                    if rest[:1] != "." and "/." not in rest and _PLAIN.fullmatch(rest):
+                        ancestors = self._ancestors
+                        return origin + ancestors[min(up, len(ancestors) - 1)] + rest
+            elif href.startswith(self._slash_origin):
+                if "/." not in href and _PLAIN.fullmatch(href, len(origin)):
+                    return href
+            elif first != "?" and ":" not in href and "/." not in href and _PLAIN.fullmatch(href):
+                return self._prefix + href
             if first == "/":
                 if not href.startswith("//"):
                     fast = self._fast(href)
