@@ -76,10 +76,11 @@ _RESOLVER_BASES = [
     "https://example.com:8443/dir/",
     "http://user:pw@example.com:8080/x/y",
     "http://[::1]:8080/a/",
+    "http://example.com/a/b/c/d/e/",
     "http://example.com/a%7eb/c",  # an escape in the base: ada does it all
     "HTTP://Example.COM:80/a/./b",  # not normalised: ada does it all
 ]
-_HREF_PARTS = ["a", "B", "0", ".", "..", "/", "//", "?", "=", "&", "-", "_", "~", "%7e", "#",
+_HREF_PARTS = ["a", "B", "0", ".", "..", "../", "/", "//", "/.", "?", "=", "&", "-", "_", "~", "%7e", "#",
                ":", " ", "\t", "http://example.com", "https://example.com:8443", "@", "é",
                "http://other.org", "https://o-t.h3r.net", "http://x", "HTTP://Up.org",
                "http://1.2.3.4", "http://a.0x1f", "http://a.b.", "http://xn--bcher-kva.de",
