@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 import numpy as np
 
-from crawler.scoring import BM25Stats, QueryScorer, TokenBatch
+from crawler.scoring import BM25Stats, QueryScorer, TokenBatch, warm_up_serial
 from parsers.tokens import decode_counts, query_ids, term_counts
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,10 @@ class Focus:
         self.terms = tuple(sorted({t.lower() for t in query.split() if t.strip()}))
         self._scorer = QueryScorer(self.query_ids, device)
         self.device = self._scorer.device
+        if self.device == "cpu":
+            # The kernel loads from numba's cache (~0.2 s) while the crawl starts (robots.txt,
+            # the first pages, the parse workers' start), not on the loop at the first score.
+            threading.Thread(target=warm_up_serial, name="bm25-warm-up", daemon=True).start()
         self.stats = BM25Stats(self.query_ids)
         self._batch_max = batch_max
         self._wait_s = wait_s

@@ -250,6 +250,15 @@ def _bm25_serial(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
     return out
 
 
+def warm_up_serial() -> None:
+    """Load (or compile) the serial kernel now, on a one-document batch: a crawl does this
+    in a thread while it starts, rather than on its event loop at the first scored page."""
+    one = np.ones(1, dtype=np.uint32)
+    q = np.zeros(1, dtype=np.uint32)
+    _bm25_serial(one, one, np.array([0, 1], dtype=np.int64), np.ones(1, dtype=np.int64), q,
+                 np.zeros(1, dtype=np.float64), _query_filter(q), K1, B, 1.0)  # fmt: skip
+
+
 # Bound by _cuda() on first GPU use. Module globals, not closure cells: the CUDA simulator swaps
 # the numba.cuda module for its fake only where a kernel's __globals__ refer to it.
 _cuda_module: Any = None

@@ -245,8 +245,11 @@ def token_id(term: str) -> int:
 
 
 def query_ids(query: str) -> npt.NDArray[np.uint32]:
-    """Distinct token ids of a query (first-occurrence order), tokenized like documents."""
-    return tokenize(query).ids
+    """Distinct token ids of a query (first-occurrence order), tokenized like documents.
+
+    By ``reference_tokenize``, which the kernel equals: a query is a few words, and the crawl
+    process then need not load the tokenizer kernel (~0.3 s) just for it."""
+    return np.fromiter(reference_tokenize(query), dtype=np.uint32)
 
 
 def term_counts(tc: TokenCounts, ids: tuple[int, ...]) -> tuple[int, ...]:

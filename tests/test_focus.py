@@ -157,3 +157,15 @@ def test_gpu_device_without_a_gpu_is_a_usage_error(tmp_path) -> None:  # type: i
     result = CliRunner().invoke(main, [str(seeds), "--query", "x", "--device", "gpu"])
     if select_device("auto") == "cpu":
         assert result.exit_code == 2 and "crawl: error:" in result.stderr
+
+
+def test_kernel_warm_up_matches_what_a_crawl_scores_with() -> None:
+    """The warm-up thread must load the very specialisation the crawl then calls (another
+    argument type would compile a second one on the event loop at the first page)."""
+    from crawler import scoring
+
+    scoring.warm_up_serial()
+    before = list(scoring._bm25_serial.signatures)
+    focus = Focus(TOPIC, "cpu")
+    focus.score_now([((1,) * len(focus.ids), 100), ((0,) * len(focus.ids), 50)])
+    assert list(scoring._bm25_serial.signatures) == before

@@ -134,6 +134,15 @@ def test_token_id_and_query_ids_agree_with_tokenize() -> None:
     assert query_ids("").size == 0
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_query_ids_equal_the_kernels_ids(text: str) -> None:
+    """query_ids tokenizes in plain Python (the crawl process skips loading the kernel)."""
+    q = query_ids(text)
+    assert q.dtype == np.uint32
+    assert q.tolist() == tokenize(text).ids.tolist()
+
+
 @pytest.mark.parametrize("bad", ["", "  ", "two words", "a-b"])
 def test_token_id_rejects_anything_but_one_token(bad: str) -> None:
     with pytest.raises(ValueError, match="exactly one token"):
