@@ -5,12 +5,20 @@ from __future__ import annotations
 import codecs
 import json
 import pickle
+import re
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from parsers.html import _strip_invisible, choose_charset, content_hash, parse_batch, parse_page
+from parsers.html import (
+    _links,
+    _strip_invisible,
+    choose_charset,
+    content_hash,
+    parse_batch,
+    parse_page,
+)
 from parsers.page import Page, ParseFailure, ParseJob
 
 
@@ -125,3 +133,25 @@ def test_invisible_elements_removed_as_strip_tags_does(html: str) -> None:
         return root.text(separator=" ", strip=True) if root is not None else ""
 
     assert text(ours) == text(reference)
+
+
+_ANCHOR_WORDS = ["fast", "Python", "crawler", "pythonic", "crawlers", "slow", "FAST", "fast-python",
+                 "über", "py thon", "3"]  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_ANCHOR_WORDS), max_size=6), min_size=1, max_size=8))
+def test_anchor_hits_count_whole_query_words(anchors: list[list[str]]) -> None:
+    """Per link, the most distinct query words in one of its anchors (whole words only)."""
+    terms = frozenset({"fast", "python", "crawler"})
+    body = "".join(f'<a href="/p{i % 3}">{" ".join(words)}</a>' for i, words in enumerate(anchors))
+    tree = LexborHTMLParser(f"<body>{body}</body>")
+    _, _, hits = _links(tree, "http://e.com/", 100, terms)
+    expected: dict[str, int] = {}
+    for i, words in enumerate(anchors):
+        found = set(re.findall(r"[a-z0-9\x80-\U0010ffff]+", " ".join(words).lower()))
+        count = len(terms & found)
+        url = f"http://e.com/p{i % 3}"
+        if count > expected.get(url, 0):
+            expected[url] = count
+    assert hits == expected
