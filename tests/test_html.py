@@ -155,3 +155,22 @@ def test_anchor_hits_count_whole_query_words(anchors: list[list[str]]) -> None:
         if count > expected.get(url, 0):
             expected[url] = count
     assert hits == expected
+
+
+_MIXED_PARTS = [*_INVISIBLE_PARTS, '<a href="/a">a</a>', '<a href="b">b</a>', '<area href="/c">',
+                '<iframe src="/d"></iframe>', "<a href=/e>", "</a>", '<a href="/a#x">again</a>']  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_MIXED_PARTS), max_size=30).map("".join))
+def test_one_walk_finds_the_links_and_removes_what_the_separate_queries_do(html: str) -> None:
+    """parse_page finds links and invisible elements in one pass: the same links (links
+    inside noscript or template too) and the same text as a links query on the intact
+    tree followed by the invisible elements' removal."""
+    page = parse_page(job(f"<body>{html}</body>"))
+    tree = LexborHTMLParser(f"<body>{html}</body>".encode())
+    links, _, _ = _links(tree, "http://example.com/dir/page.html", 10_000)
+    _strip_invisible(tree)
+    root = tree.body if tree.body is not None else tree.root
+    text = root.text(separator=" ", strip=True).strip() if root is not None else ""
+    assert page.links == links
+    assert page.text == text
