@@ -70,7 +70,7 @@ _ANCHOR_BONUS = 2.0
 
 _WRITE_BATCH = 256
 _WRITE_IDLE_S = 0.25
-_WINDOW = 50_000
+_WINDOW = 30_000
 """Queued URLs held in memory; the rest wait in the store (bounded memory at any size)."""
 _CLAIM_BATCH = 10_000
 _CLAIM_POLL_S = 0.5

@@ -255,7 +255,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
     )
 
 
-_OFFERED_MAX = 50_000
+_OFFERED_MAX = 30_000
 _offered: dict[int, int] = {}
 """``hash()`` of the links this worker process offered to the frontier, with the smallest
 depth offered at (hashes, not strings: half the memory)."""
