@@ -1,4 +1,4 @@
-"""crawler.pool: a real spawn-started process pool, batching, failures, restart."""
+"""crawler.pool: real worker processes (forked by the fork server), batching, failures, restart."""
 
 from __future__ import annotations
 
