@@ -143,7 +143,7 @@ class Engine:
         self._near = NearDuplicates()
         self._focus: Focus | None = None
         if settings.query:
-            from crawler.focus import Focus  # numba is loaded only for a crawl with a query
+            from crawler.focus import Focus
 
             self._focus = Focus(settings.query, settings.device)
         self._ssrf_memo: dict[str, str | None] = {}

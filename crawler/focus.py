@@ -1,12 +1,15 @@
-"""Focus: the relevance of pages to a crawl's query, scored in batches with the BM25 kernels.
+"""Focus: the relevance of pages to a crawl's query, scored in batches as pages arrive.
 
 Owns: the query's token ids, the corpus statistics of the pages seen so far (N, average
 length, the query terms' document frequencies, updated as pages arrive) and the batching of
-pages into kernel calls. ``await focus.score_terms(tf, length)`` returns a page's BM25 score
+pages into scoring calls. ``await focus.score_terms(tf, length)`` returns a page's BM25 score
 from its query terms' counts (``Page.query_tf``, counted in the parse worker) and its length;
 ``await focus.score(tokens)`` does the same from an encoded token blob. Pages arriving
-together share one call of the BM25 kernel (the serial twin of the fused CPU kernel, or the
-CUDA one).
+together are scored together, after the statistics count them.
+
+On the CPU the arithmetic left per page (a multiply-add per query word) is done in plain
+Python (``crawler.bm25``): the crawl process never loads numba or numpy for it. On a GPU
+(``device`` "gpu", or "auto" where CUDA works) each batch goes to the CUDA kernel.
 
 A page's score is relative to the statistics when it was scored: early pages see a small N.
 ``crawl rank`` re-scores the whole stored corpus with final statistics.
@@ -16,14 +19,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+from crawler.bm25 import TermScorer, driver_present
+from parsers.terms import query_token_ids
 
-from crawler.scoring import BM25Stats, QueryScorer, TokenBatch, warm_up_serial
-from parsers.tokens import decode_counts, query_ids, term_counts
+if TYPE_CHECKING:
+    from crawler.scoring import BM25Stats, QueryScorer, TokenBatch
 
 log = logging.getLogger(__name__)
+
+
+def resolve_device(requested: str) -> str:
+    """ "cpu" or "gpu" for ``requested``, without importing numba where no CUDA driver exists
+    (``crawler.scoring.select_device`` decides, and raises, otherwise)."""
+    if requested == "cpu" or (requested == "auto" and not driver_present()):
+        return "cpu"
+    from crawler.scoring import select_device
+
+    return select_device(requested)
 
 
 class Focus:
@@ -33,17 +48,12 @@ class Focus:
         self, query: str, device: str = "auto", *, batch_max: int = 256, wait_s: float = 0.005
     ) -> None:
         self.query = query
-        self.query_ids = query_ids(query)
-        self.ids: tuple[int, ...] = tuple(int(i) for i in self.query_ids)
-        """The query's token ids, for ``ParseJob.query_ids``: workers count them."""
+        self.ids: tuple[int, ...] = query_token_ids(query)
+        """The query's distinct token ids, for ``ParseJob.query_ids``: workers count them."""
         self.terms = tuple(sorted({t.lower() for t in query.split() if t.strip()}))
-        self._scorer = QueryScorer(self.query_ids, device)
-        self.device = self._scorer.device
-        if self.device == "cpu":
-            # The kernel loads from numba's cache (~0.2 s) while the crawl starts (robots.txt,
-            # the first pages, the parse workers' start), not on the loop at the first score.
-            threading.Thread(target=warm_up_serial, name="bm25-warm-up", daemon=True).start()
-        self.stats = BM25Stats(self.query_ids)
+        self.device = resolve_device(device)
+        scorer = _GpuScorer(self.ids) if self.device == "gpu" else TermScorer(self.ids)
+        self._observe_and_score = scorer.observe_and_score
         self._batch_max = batch_max
         self._wait_s = wait_s
         self._pending: list[tuple[tuple[int, ...], int, asyncio.Future[float]]] = []
@@ -52,6 +62,8 @@ class Focus:
 
     async def score(self, tokens: bytes) -> float:
         """The BM25 score of a page from its encoded token counts."""
+        from parsers.tokens import decode_counts, term_counts
+
         counts = decode_counts(tokens)
         return await self.score_terms(term_counts(counts, self.ids), counts.length)
 
@@ -69,7 +81,7 @@ class Focus:
             self._flush()
         elif self._timer is None:
             # Pages come back from the pool a few at a time: wait a little to score many at
-            # once (one kernel call), which the fused kernel needs to pay off.
+            # once (one call: a GPU round trip pays off only for many pages).
             self._timer = loop.call_later(self._wait_s, self._flush)
         return await waiter
 
@@ -82,7 +94,7 @@ class Focus:
             return
         try:
             scores = self.score_now([(tf, length) for tf, length, _ in pending])
-        except Exception as exc:  # handed to each waiter: a kernel failure fails the crawl
+        except Exception as exc:  # handed to each waiter: a scoring failure fails the crawl
             for *_, waiter in pending:
                 if not waiter.done():
                     waiter.set_exception(exc)
@@ -91,21 +103,36 @@ class Focus:
             if not waiter.done():
                 waiter.set_result(float(value))
 
-    def score_now(self, docs: list[tuple[tuple[int, ...], int]]) -> np.ndarray:
-        """Observe and score a batch of (query term counts, length) synchronously (the kernel
-        call itself).
+    def score_now(self, docs: Sequence[tuple[Sequence[int], int]]) -> list[float]:
+        """Observe and score a batch of (query term counts, length) synchronously.
 
-        The batch holds only the query terms' entries, which is all the kernel reads: the
-        scores equal those of the documents' full token counts. During a crawl the parse
-        workers have the cores: the serial twin of the fused kernel runs here, so numba's
-        thread pool is never started in the crawl (``crawl rank`` uses the parallel kernel
-        and all cores).
-        """
-        batch = self._terms_batch(docs)
+        The batch holds only the query terms' counts, which is all BM25 reads: the scores
+        equal those of the documents' full token counts."""
+        return self._observe_and_score(docs)
+
+
+class _GpuScorer:
+    """The CUDA kernel's path: batches of query-term counts as ``TokenBatch`` es."""
+
+    def __init__(self, ids: tuple[int, ...]) -> None:
+        import numpy as np
+
+        from crawler.scoring import BM25Stats, QueryScorer
+
+        self.ids = ids
+        self.stats: BM25Stats = BM25Stats(np.array(ids, dtype=np.uint32))
+        self.scorer: QueryScorer = QueryScorer(ids, "gpu")
+
+    def observe_and_score(self, docs: Sequence[tuple[Sequence[int], int]]) -> list[float]:
+        batch = self._batch(docs)
         self.stats.observe(batch)
-        return self._scorer.score(batch, self.stats, parallel=False)
+        return [float(s) for s in self.scorer.score(batch, self.stats)]
 
-    def _terms_batch(self, docs: list[tuple[tuple[int, ...], int]]) -> TokenBatch:
+    def _batch(self, docs: Sequence[tuple[Sequence[int], int]]) -> TokenBatch:
+        import numpy as np
+
+        from crawler.scoring import TokenBatch
+
         ids: list[int] = []
         counts: list[int] = []
         offsets = [0]

@@ -23,10 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
-import ctypes.util
 import functools
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +33,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit, prange
 
+from crawler import bm25
+from crawler.bm25 import DEVICES, K1, B, driver_present
 from crawler.errors import ConfigError
 from parsers.tokens import TokenCounts
 
@@ -51,9 +51,6 @@ __all__ = [
     "select_device",
 ]
 
-K1 = 1.2
-B = 0.75
-DEVICES = ("auto", "cpu", "gpu")
 _THREADS_PER_BLOCK = 128
 _FILTER_BITS = 12  # a 4 KiB filter: stays in L1 (CPU) and in the cache of each GPU SM
 _FILTER_SHIFT = 32 - _FILTER_BITS  # top bits: FNV-1a's low bits are its weakest
@@ -135,11 +132,6 @@ def _lucene_idf(n_docs: int, df: npt.NDArray[np.int64]) -> F64Array:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
-def _avgdl(n_docs: int, total_length: int) -> float:
-    """Mean document length; 1.0 for an empty corpus (then every tf is 0 and it is unused)."""
-    return total_length / n_docs if n_docs and total_length else 1.0
-
-
 @dataclass(slots=True)
 class BM25Stats:
     """Running corpus statistics for a fixed set of query term ids: N, total length, df.
@@ -165,7 +157,7 @@ class BM25Stats:
 
     @property
     def avgdl(self) -> float:
-        return _avgdl(self.n_docs, self.total_length)
+        return bm25.avgdl(self.n_docs, self.total_length)
 
     def idf(self, query_ids: npt.ArrayLike) -> F64Array:
         """Lucene idf of each id in ``query_ids`` (each must be one this object tracks)."""
@@ -250,15 +242,6 @@ def _bm25_serial(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
     return out
 
 
-def warm_up_serial() -> None:
-    """Load (or compile) the serial kernel now, on a one-document batch: a crawl does this
-    in a thread while it starts, rather than on its event loop at the first scored page."""
-    one = np.ones(1, dtype=np.uint32)
-    q = np.zeros(1, dtype=np.uint32)
-    _bm25_serial(one, one, np.array([0, 1], dtype=np.int64), np.ones(1, dtype=np.int64), q,
-                 np.zeros(1, dtype=np.float64), _query_filter(q), K1, B, 1.0)  # fmt: skip
-
-
 # Bound by _cuda() on first GPU use. Module globals, not closure cells: the CUDA simulator swaps
 # the numba.cuda module for its fake only where a kernel's __globals__ refer to it.
 _cuda_module: Any = None
@@ -283,13 +266,6 @@ def _cuda() -> tuple[Any, Any]:
     return cuda, cuda.jit(_bm25_cuda)
 
 
-def _driver_present() -> bool:
-    """Cheap look for a CUDA driver library, so that "auto" need not import numba.cuda."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
-        return True
-    return bool(ctypes.util.find_library("cuda") or ctypes.util.find_library("nvcuda"))
-
-
 @functools.cache
 def _cuda_available() -> bool:
     cuda, _ = _cuda()
@@ -303,7 +279,7 @@ def select_device(requested: str = "auto") -> str:
     """
     if requested not in DEVICES:
         raise DeviceError(f"unknown device {requested!r}; expected one of {', '.join(DEVICES)}")
-    if requested == "cpu" or (requested == "auto" and not _driver_present()):
+    if requested == "cpu" or (requested == "auto" and not driver_present()):
         return "cpu"
     if _cuda_available():
         return "gpu"
@@ -424,7 +400,7 @@ class Ranker:
         self._corpus = corpus
         self._vocab, df = np.unique(corpus.ids, return_counts=True)
         self._df = df.astype(np.int64)
-        self._avgdl = _avgdl(corpus.n_docs, int(corpus.lengths.sum()))
+        self._avgdl = bm25.avgdl(corpus.n_docs, int(corpus.lengths.sum()))
         self._on_device = _DeviceCorpus(corpus) if self.device == "gpu" else None
 
     @property

@@ -10,20 +10,23 @@ Invariants:
   ASCII letters are lower-cased; other bytes are kept as they are.
 - A token's id is FNV-1a 32 of its lower-cased bytes, all 32 bits kept (masking merges terms).
 - ``TokenCounts.ids`` are distinct, in order of first occurrence; ``counts`` align with them and
-  sum to ``length``. The numba kernel equals ``reference_tokenize`` (plain ``re`` + Python hash).
+  sum to ``length``. The numba kernel equals ``reference_tokenize`` (plain ``re`` + Python hash,
+  in ``parsers.terms``, where the definition lives in plain Python for the crawl process).
 - Kernels are plain ``@njit(cache=True)``: no ``@vectorize`` signatures (compiled at import, never
   cached) and no ``parallel=True`` here (workers must stay fork-agnostic and single-threaded).
 """
 
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+
+from parsers.terms import fnv1a32, query_token_ids, reference_tokenize, token_bytes, token_id
+from parsers.terms import utf8 as _utf8
 
 __all__ = [
     "TokenCounts",
@@ -202,10 +205,6 @@ def _tokens_and_simhash(data, fold, max_tokens):
 # public API
 
 
-def _utf8(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
 def tokenize_bytes(data: bytes) -> TokenCounts:
     """Tokenize already UTF-8 encoded text (see the module docstring for what a token is)."""
     ids, counts, total, _ = _tokens_and_simhash(np.frombuffer(data, dtype=np.uint8), _FOLD, 0)
@@ -217,39 +216,12 @@ def tokenize(text: str) -> TokenCounts:
     return tokenize_bytes(_utf8(text))
 
 
-def _fnv1a32(data: bytes) -> int:
-    h = 2166136261
-    for c in data:
-        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
-    return h
-
-
-_TOKEN_RE = re.compile(rb"[a-z0-9\x80-\xff]+")
-
-
-def reference_tokenize(text: str) -> dict[int, int]:
-    """Plain-Python tokenizer the numba kernel must equal: {token id: count}."""
-    out: dict[int, int] = {}
-    for token in _TOKEN_RE.findall(_utf8(text).lower()):
-        h = _fnv1a32(token)
-        out[h] = out.get(h, 0) + 1
-    return out
-
-
-def token_id(term: str) -> int:
-    """Id of one token, as ``tokenize`` gives it. Raises ValueError unless ``term`` is one token."""
-    tokens = _TOKEN_RE.findall(_utf8(term).lower())
-    if len(tokens) != 1:
-        raise ValueError(f"expected exactly one token, got {len(tokens)} in {term!r}")
-    return _fnv1a32(tokens[0])
-
-
 def query_ids(query: str) -> npt.NDArray[np.uint32]:
     """Distinct token ids of a query (first-occurrence order), tokenized like documents.
 
     By ``reference_tokenize``, which the kernel equals: a query is a few words, and the crawl
     process then need not load the tokenizer kernel (~0.3 s) just for it."""
-    return np.fromiter(reference_tokenize(query), dtype=np.uint32)
+    return np.fromiter(query_token_ids(query), dtype=np.uint32)
 
 
 def term_counts(tc: TokenCounts, ids: tuple[int, ...]) -> tuple[int, ...]:
@@ -289,7 +261,7 @@ def reference_simhash(text: str, max_tokens: int = 4096) -> int:
     ids (a, b, c) among the first ``max_tokens`` tokens is mixed into 64 bits; a bit of the
     result is set when more than half of the shingles set it."""
     mask = 0xFFFFFFFFFFFFFFFF
-    ids = [_fnv1a32(t) for t in _TOKEN_RE.findall(_utf8(text).lower())[:max_tokens]]
+    ids = [fnv1a32(t) for t in token_bytes(text)[:max_tokens]]
     shingles = [
         _mix64_py(((a << 32) ^ ((b * 0xBF58476D1CE4E5B9) & mask) ^ c) & mask)
         for a, b, c in zip(ids, ids[1:], ids[2:], strict=False)  # the windows of 3

@@ -5,10 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import crawler
 from crawler import Settings
@@ -17,9 +23,17 @@ from crawler.focus import Focus
 from crawler.frontier import FetchJob, Frontier
 from crawler.neardup import NearDuplicates
 from crawler.scoring import BM25Stats, TokenBatch, reference_bm25, score_batch
-from parsers.tokens import encode_counts, query_ids, reference_tokenize, term_counts, tokenize
+from parsers.tokens import (
+    TokenCounts,
+    encode_counts,
+    query_ids,
+    reference_tokenize,
+    term_counts,
+    tokenize,
+)
 from tests.sites import SiteServer, html_handler
 
+REPO = Path(__file__).resolve().parents[1]
 TOPIC = "telescope galaxy nebula"
 FAST = {"concurrency": 1, "per_host": 1, "delay": 0.0, "workers": 1, "progress": False,
         "sitemaps": False}  # fmt: skip
@@ -159,13 +173,75 @@ def test_gpu_device_without_a_gpu_is_a_usage_error(tmp_path) -> None:  # type: i
         assert result.exit_code == 2 and "crawl: error:" in result.stderr
 
 
-def test_kernel_warm_up_matches_what_a_crawl_scores_with() -> None:
-    """The warm-up thread must load the very specialisation the crawl then calls (another
-    argument type would compile a second one on the event loop at the first page)."""
-    from crawler import scoring
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(  # batches of pages: (counts of the query's 3 terms, length)
+        st.lists(
+            st.tuples(st.tuples(*[st.integers(0, 40)] * 3), st.integers(0, 5_000)),
+            min_size=1,
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_crawl_scores_equal_the_serial_kernel(
+    batches: list[list[tuple[tuple[int, ...], int]]],
+) -> None:
+    """The crawl scores in plain Python (``crawler.bm25``): batch after batch, with the running
+    statistics, the scores must be the serial CPU kernel's (the same float64 operations in the
+    same order; only the idf's logarithm may differ in its last bit: numpy's ``log1p`` is
+    not libm's)."""
+    import numpy as np
 
-    scoring.warm_up_serial()
-    before = list(scoring._bm25_serial.signatures)
     focus = Focus(TOPIC, "cpu")
-    focus.score_now([((1,) * len(focus.ids), 100), ((0,) * len(focus.ids), 50)])
-    assert list(scoring._bm25_serial.signatures) == before
+    ids = np.array(focus.ids, dtype=np.uint32)
+    stats = BM25Stats(ids)
+    for pages in batches:
+        docs = [(tf, max(length, sum(tf))) for tf, length in pages]
+        got = focus.score_now(docs)
+        counts = [
+            TokenCounts(ids[[c > 0 for c in tf]], np.array([c for c in tf if c], np.uint32), n)
+            for tf, n in docs
+        ]
+        batch = TokenBatch.from_counts(counts)
+        stats.observe(batch)
+        want = score_batch(batch, stats, ids, "cpu", parallel=False).tolist()
+        assert got == pytest.approx(want, rel=1e-14, abs=0)
+
+
+CRAWL_ONCE = """
+import sys
+import crawler
+if __name__ == "__main__":
+    url, db, query = sys.argv[1:]
+    settings = crawler.Settings(db=db, query=query, device="cpu", concurrency=1, per_host=1,
+                                delay=0.0, workers=1, progress=False, sitemaps=False)
+    assert crawler.run([url], settings).pages_ok == 7
+    loaded = [name for name in ("numba", "numpy") if name in sys.modules]
+    assert not loaded, loaded
+"""
+
+
+def test_a_crawl_with_a_query_on_the_cpu_loads_neither_numba_nor_numpy(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Scoring in the crawl process is a few multiply-adds a page: it must not cost the
+    ~0.5 s of CPU that loading numba and its kernels takes at every start (the parse
+    workers, which tokenize, load them)."""
+    program = tmp_path / "crawl_once.py"
+    program.write_text(CRAWL_ONCE)
+    db = tmp_path / "q.db"
+    with SiteServer() as site:
+        _topic_site(site)
+        result = subprocess.run(
+            [sys.executable, "-W", "error", str(program), site.url + "/", str(db), TOPIC],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(db) as c:
+        scores = dict(c.execute("SELECT url, score FROM pages"))
+    on_topic = [scores[site.url + p] for p in ("/on1", "/on2", "/on3")]
+    assert min(on_topic) > max(scores[site.url + p] for p in ("/off1", "/off2", "/off3"))

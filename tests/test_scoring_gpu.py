@@ -57,6 +57,14 @@ for q in (query, query_ids("t5"), query_ids("absent"), query[:0]):
 empty = TokenBatch.from_counts([])
 assert score_batch(empty, stats, query, "gpu").size == 0
 assert Ranker(empty, device="gpu").rank(query)[0].size == 0
+from crawler.focus import Focus
+
+on_gpu, on_cpu = Focus("t0 t3 t17 absent", "gpu"), Focus("t0 t3 t17 absent", "cpu")
+assert (on_gpu.device, on_cpu.device) == ("gpu", "cpu")
+for _ in range(3):  # running statistics, batch after batch, as in a crawl
+    pages = [(tuple(int(c) for c in rng.integers(0, 4, 4)), int(rng.integers(5, 60)))
+             for _ in range(int(rng.integers(1, 40)))]
+    np.testing.assert_allclose(on_gpu.score_now(pages), on_cpu.score_now(pages), rtol=1e-6)
 print("gpu checks passed")
 """
 
