@@ -274,3 +274,24 @@ def test_cpu_path_never_imports_numba_cuda() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_auto_device_check_runs_no_program_on_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``find_library`` runs ldconfig, gcc and the linker (~25 ms): a crawl with a query on
+    device "auto" must not pay that at every start where device nodes say it all."""
+    import ctypes.util
+
+    from crawler import bm25
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("device nodes are a Linux look")
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"find_library({name!r}) was called")
+
+    monkeypatch.setattr(ctypes.util, "find_library", refuse)
+    present = any(os.path.exists(node) for node in ("/dev/nvidiactl", "/dev/dxg"))
+    assert bm25.driver_present() is present
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    assert bm25.driver_present() is True
