@@ -96,6 +96,24 @@ def test_resolver_fast_path_agrees_with_ada(base: str, href: str) -> None:
     assert Resolver(base).resolve(href) == resolve_url(base, href)
 
 
+_HREF = st.lists(st.sampled_from(_HREF_PARTS), max_size=8).map("".join)
+
+
+@given(
+    st.sampled_from(_RESOLVER_BASES),
+    st.lists(
+        st.tuples(_HREF, st.sampled_from(["", "#", "#a", "#b c", "##", "#/../x"])), max_size=12
+    ),
+)
+def test_resolver_remembers_nothing_wrong(base: str, links: list[tuple[str, str]]) -> None:
+    """One resolver for a whole page, as ``_links`` uses it: the same documents at other
+    fragments (its memo) and plain repeats must still resolve as ada does, in any order."""
+    resolver = Resolver(base)
+    hrefs = [href + fragment for href, fragment in links]
+    for href in hrefs + hrefs[::-1] + [href for href, _ in links]:
+        assert resolver.resolve(href) == resolve_url(base, href), href
+
+
 @pytest.mark.parametrize(
     "href",
     ["c.html", "../c.html", "../../../../c", "./", ".", "..", "a/..", "a/./b/../c?x=./..",
