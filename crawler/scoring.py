@@ -1,8 +1,10 @@
 """BM25 relevance of token batches: corpus statistics, CPU and CUDA kernels, device selection.
 
 Owns how a batch of tokenized documents (``parsers.tokens.TokenCounts``) is scored against a
-query, both during a crawl (``BM25Stats`` + ``score_batch``) and when re-ranking a stored corpus
-(``Ranker``). Pure: no IO, no clock, no global state beyond numba's compiled kernels.
+query (``BM25Stats`` + ``score_batch``; a crawl on a GPU) and how a stored corpus is re-ranked
+(``Ranker``). A crawl on the CPU scores with ``crawler.bm25`` instead (the same formula in plain
+Python, equal to ``_bm25_serial``), so that it never loads numba. Pure: no IO, no clock, no
+global state beyond numba's compiled kernels.
 
 Invariants:
 - Okapi BM25 with k1 = 1.2, b = 0.75 and Lucene's idf = ln(1 + (N - df + 0.5) / (df + 0.5)),
@@ -14,8 +16,8 @@ Invariants:
   it, and document frequency counting relies on it).
 - One source for the per-document loop (``_doc_score``), compiled twice: by ``@njit`` inside one
   fused ``parallel=True, cache=True`` kernel, and by ``numba.cuda`` as a device function.
-- ``numba.cuda`` is imported only when the GPU path is asked for (or "auto" finds a CUDA driver
-  library), so the CPU path never pays for it. The CUDA context then lives in this process:
+- ``numba.cuda`` is imported only when the GPU path is asked for (or "auto" finds a CUDA device
+  node or driver library), so the CPU path never pays for it. The CUDA context then lives in this process:
   never fork after it (or after a ``prange`` kernel) ran; the crawler's pool forks its workers
   from a fork server, a separate process that runs neither.
 - Ties in ``Ranker.rank`` break towards the lower document index, so results are deterministic.
@@ -233,9 +235,8 @@ def _bm25_cpu(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
 
 @njit(cache=True)
 def _bm25_serial(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
-    """The same loop on the calling thread: for the small batches scored during a crawl,
-    where the parse workers already have the cores and a parallel launch costs more than
-    it saves."""
+    """The same loop on the calling thread, for small batches where a parallel launch costs
+    more than it saves (``score_batch(..., parallel=False)``; ``crawler.bm25`` equals it)."""
     out = np.empty(lengths.size, dtype=np.float64)
     for d in range(lengths.size):
         out[d] = _doc_score_cpu(d, ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl)
