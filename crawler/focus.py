@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 
 
 def resolve_device(requested: str) -> str:
-    """ "cpu" or "gpu" for ``requested``, without importing numba where no CUDA driver exists
-    (``crawler.scoring.select_device`` decides, and raises, otherwise)."""
+    """Resolve ``requested`` to "cpu" or "gpu" without importing numba where no CUDA device
+    exists (``crawler.scoring.select_device`` decides, and raises, otherwise)."""
     if requested == "cpu" or (requested == "auto" and not driver_present()):
         return "cpu"
     from crawler.scoring import select_device
@@ -112,7 +112,7 @@ class Focus:
 
 
 class _GpuScorer:
-    """The CUDA kernel's path: batches of query-term counts as ``TokenBatch`` es."""
+    """The CUDA kernel's path: each batch of query-term counts goes to it as a ``TokenBatch``."""
 
     def __init__(self, ids: tuple[int, ...]) -> None:
         import numpy as np
