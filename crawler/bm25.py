@@ -18,7 +18,7 @@ there: they differ in the last bit at times). Tests check to a relative 1e-14.
 
 from __future__ import annotations
 
-import ctypes.util
+import glob
 import math
 import os
 import sys
@@ -29,21 +29,54 @@ B = 0.75
 DEVICES = ("auto", "cpu", "gpu")
 
 
-_CUDA_DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg")
-"""On Linux the CUDA driver talks to the GPU through one of these (native, WSL 2)."""
+_CUDA_LIBRARIES = ("libcuda.so.1", "libcuda.so")
+_LIBRARY_DIRS = (
+    "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+    "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/lib64", "/lib",
+    "/usr/local/lib", "/usr/lib/wsl/lib",  # WSL 2: the Windows driver's libcuda
+)  # fmt: skip
 
 
 def driver_present() -> bool:
     """Cheap look for a CUDA driver, so that "auto" need not import numba.cuda.
 
-    On Linux, a device node: ``ctypes.util.find_library`` runs ``ldconfig`` and then ``gcc``
-    and the linker there (~25 ms at every start of a crawl with a query, for nothing on a
-    machine without a GPU). Elsewhere, the driver library."""
+    On Linux: the NVIDIA control device, or the driver library (``libcuda``) in the loader's
+    directories (the standard ones, ``/etc/ld.so.conf``'s, ``LD_LIBRARY_PATH``'s), looked up
+    directly: ``ctypes.util.find_library`` runs ``ldconfig`` and then ``gcc`` and the linker
+    (~25 ms at every start of a crawl with a query, for nothing without a GPU). Elsewhere,
+    ``find_library``."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         return True
     if sys.platform.startswith("linux"):
-        return any(os.path.exists(node) for node in _CUDA_DEVICE_NODES)
+        if os.path.exists("/dev/nvidiactl"):
+            return True
+        return any(
+            os.path.exists(os.path.join(directory, name))
+            for directory in _library_dirs()
+            for name in _CUDA_LIBRARIES
+        )
+    import ctypes.util
+
     return bool(ctypes.util.find_library("cuda") or ctypes.util.find_library("nvcuda"))
+
+
+def _library_dirs() -> list[str]:
+    """Where the dynamic loader looks: ``LD_LIBRARY_PATH``, ``/etc/ld.so.conf`` (one level of
+    ``include``), the standard directories."""
+    found = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    configs = ["/etc/ld.so.conf"]
+    while configs:
+        try:
+            with open(configs.pop(0), encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    line = line.split("#", 1)[0].strip()
+                    if line.startswith("include "):
+                        configs.extend(sorted(glob.glob(line.split(None, 1)[1].strip())))
+                    elif line.startswith("/"):
+                        found.append(line)
+        except OSError:
+            continue
+    return [*found, *_LIBRARY_DIRS]
 
 
 def avgdl(n_docs: int, total_length: int) -> float:
@@ -79,9 +112,10 @@ class TermScorer:
     def observe(self, docs: Sequence[Doc]) -> None:
         """Count a batch's pages, their lengths and the pages holding each term."""
         df = self.df
-        for tf, length in docs:
+        for tf, _ in docs:  # the whole batch first: a bad page leaves the statistics as they were
             if len(tf) != len(df):
                 raise ValueError(f"{len(tf)} term counts for a query of {len(df)} terms")
+        for tf, length in docs:
             self.n_docs += 1
             self.total_length += length
             for j, count in enumerate(tf):

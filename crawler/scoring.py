@@ -276,7 +276,8 @@ def _cuda_available() -> bool:
 def select_device(requested: str = "auto") -> str:
     """Resolve "auto" | "cpu" | "gpu" to "cpu" or "gpu"; "gpu" without CUDA raises.
 
-    "cpu" never imports numba.cuda; "auto" imports it only where a driver library exists.
+    "cpu" never imports numba.cuda; "auto" imports it only where ``crawler.bm25.driver_present``
+    finds a CUDA device node or driver library.
     """
     if requested not in DEVICES:
         raise DeviceError(f"unknown device {requested!r}; expected one of {', '.join(DEVICES)}")

@@ -245,3 +245,14 @@ def test_a_crawl_with_a_query_on_the_cpu_loads_neither_numba_nor_numpy(tmp_path)
         scores = dict(c.execute("SELECT url, score FROM pages"))
     on_topic = [scores[site.url + p] for p in ("/on1", "/on2", "/on3")]
     assert min(on_topic) > max(scores[site.url + p] for p in ("/off1", "/off2", "/off3"))
+
+
+def test_a_bad_batch_leaves_the_statistics_alone() -> None:
+    from crawler.bm25 import TermScorer
+
+    scorer = TermScorer((1, 2))
+    with pytest.raises(ValueError, match="1 term counts for a query of 2 terms"):
+        scorer.observe([((1, 0), 10), ((3,), 5)])
+    assert (scorer.n_docs, scorer.total_length, scorer.df) == (0, 0, [0, 0])
+    with pytest.raises(ValueError, match="distinct"):
+        TermScorer((1, 1))
