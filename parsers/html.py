@@ -21,7 +21,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
-from parsers.tokens import encode_counts, term_counts, tokenize_and_simhash
+from parsers.tokens import page_terms
 
 _INVISIBLE_SELECTOR = "script, style, noscript, template"
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
@@ -223,8 +223,10 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
     title, meta_robots = head.title, head.meta_robots
     noindex, nofollow = _robots_flags(meta_robots, job.x_robots_tag)
     canonical = resolve_url(base, head.canonical) if head.canonical else None
-    html = tree.css_first("html")
-    lang = (html.attributes.get("lang") or "").strip() or None if html is not None else None
+    html = tree.root  # the document element: <html> (a CSS query for it walks the tree)
+    lang = None
+    if html is not None and html.tag == "html":
+        lang = (html.attributes.get("lang") or "").strip() or None
     invisible: list[LexborNode] = []
     links, nofollow_links, anchor_hits = _links(
         tree, base, job.max_links, frozenset(job.query_terms), wanted, invisible
@@ -234,7 +236,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
     text = root.text(separator=" ", strip=True).strip() if root is not None else ""
     if noindex:
         text = ""
-    counts, simhash = tokenize_and_simhash(text)
+    terms = page_terms(text, job.query_ids)
     return Page(
         url=job.url,
         final_url=job.final_url,
@@ -252,10 +254,10 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
         nofollow=nofollow,
         links_json=json.dumps(links, ensure_ascii=False),
         nofollow_links=nofollow_links,
-        tokens=encode_counts(counts),
-        simhash=simhash,
-        token_length=counts.length,
-        query_tf=term_counts(counts, job.query_ids) if job.query_ids else (),
+        tokens=terms.blob,
+        simhash=terms.simhash,
+        token_length=terms.length,
+        query_tf=terms.query_tf,
         anchor_hits=anchor_hits or None,
         extract=extracted,
         extract_error=extract_error,

@@ -99,10 +99,9 @@ def warm_up() -> int:
     cache before the first real batch; returns the pid."""
     from selectolax.lexbor import LexborHTMLParser
 
-    from parsers.tokens import encode_counts, term_counts, tokenize_and_simhash
+    from parsers.tokens import page_terms
 
     LexborHTMLParser("<p>warm</p>").css_first("p")
-    counts, _ = tokenize_and_simhash("warm up the kernels")
-    encode_counts(counts)
-    term_counts(counts, (1,))
+    page_terms("warm up the kernels", (1,))
+    page_terms("warm up the kernels")
     return os.getpid()

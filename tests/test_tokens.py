@@ -15,11 +15,13 @@ from parsers.tokens import (
     decode_counts,
     encode_counts,
     hamming64,
+    page_terms,
     query_ids,
     reference_simhash,
     reference_tokenize,
     simhash64,
     simhash_text,
+    term_counts,
     token_id,
     tokenize,
     tokenize_and_simhash,
@@ -98,6 +100,32 @@ def test_tokens_and_simhash_equal_the_plain_python_references(text: str, max_tok
 def test_simhash_edges_equal_the_reference(text: str) -> None:
     assert simhash_text(text) == reference_simhash(text)
     assert tokenize_and_simhash(text)[1] == reference_simhash(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(WORDY, st.lists(st.sampled_from(["a", "ab", "zz", "9", "é", "ß漢", "b"]), max_size=4))
+def test_page_terms_equal_the_separate_functions(text: str, words: list[str]) -> None:
+    """The worker's one-call form equals encode_counts + simhash_text + term_counts."""
+    text = text * 3
+    query = tuple(token_id(w) for w in words)
+    counts, simhash = tokenize_and_simhash(text)
+    terms = page_terms(text, query)
+    assert terms.blob == encode_counts(counts)
+    assert terms.length == counts.length
+    assert terms.simhash == simhash == reference_simhash(text)
+    assert terms.query_tf == term_counts(counts, query)
+    assert terms.query_tf == tuple(reference_tokenize(text).get(q, 0) for q in query)
+
+
+def test_page_terms_of_counts_too_large_for_16_bits() -> None:
+    terms = page_terms("spam " * 70_000 + "eggs", (token_id("spam"), token_id("ham")))
+    assert terms.query_tf == (70_000, 0)
+    back = decode_counts(terms.blob)
+    assert dict(zip(back.ids.tolist(), back.counts.tolist(), strict=True)) == {
+        token_id("spam"): 70_000,
+        token_id("eggs"): 1,
+    }
+    assert len(terms.blob) == 16 + 2 * (4 + 4)  # 32-bit counts
 
 
 def test_token_rules() -> None:
