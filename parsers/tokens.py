@@ -146,28 +146,26 @@ def _token_hashes(data, fold):
 
 
 @njit(cache=True)
-def _bag(hashes, query):
-    """(distinct ids in first-occurrence order, their counts, the largest count, the
-    counts of ``query``'s ids).
+def _count(hashes, cap):
+    """Count ``hashes`` with room for ``cap`` distinct ids: (table, ids, counts, n), ``n``
+    -1 when ``cap`` was too small.
 
     An open-addressing table (linear probing, load <= 1/2, Fibonacci hashing) of indices
-    into ``ids``/``counts``; sized from the number of tokens, so it never fills."""
-    total = hashes.size
-    size = 16
-    while size < 2 * total:
-        size *= 2
-    table = np.full(size, -1, dtype=np.int32)
-    shift = _shift_for(size)
-    mask = size - 1
-    ids = np.empty(total, dtype=np.uint32)
-    counts = np.empty(total, dtype=np.uint32)
+    into ``ids``/``counts``, so the output is compact and in first-occurrence order."""
+    table = np.full(cap * 2, -1, dtype=np.int32)
+    shift = _shift_for(table.size)
+    mask = table.size - 1
+    ids = np.empty(cap, dtype=np.uint32)
+    counts = np.empty(cap, dtype=np.uint32)
     n = 0
-    for k in range(total):
+    for k in range(hashes.size):
         h = hashes[k]
         slot = np.int64((np.uint64(h) * _GOLDEN64) >> shift)
         while True:
             j = table[slot]
             if j < 0:
+                if n == cap:
+                    return table, ids, counts, -1
                 table[slot] = n
                 ids[n] = h
                 counts[n] = 1
@@ -177,9 +175,29 @@ def _bag(hashes, query):
                 counts[j] += 1
                 break
             slot = (slot + 1) & mask
+    return table, ids, counts, n
+
+
+@njit(cache=True)
+def _bag(hashes, query):
+    """(distinct ids in first-occurrence order, their counts, the largest count, the
+    counts of ``query``'s ids).
+
+    Room for half the tokens as distinct ids (what prose needs, with a margin) up to 65,536
+    at first, doubled on a retry: a huge text of few words stays small."""
+    cap = 16
+    while cap < min(hashes.size // 2, 1 << 16):
+        cap *= 2
+    while True:
+        table, ids, counts, n = _count(hashes, cap)
+        if n >= 0:
+            break
+        cap *= 2
     top = np.uint32(0)
     for j in range(n):
         top = max(top, counts[j])
+    shift = _shift_for(table.size)
+    mask = table.size - 1
     tf = np.zeros(query.size, dtype=np.uint32)
     for q in range(query.size):
         h = query[q]
