@@ -13,6 +13,7 @@ import sys
 from datetime import UTC, datetime
 
 _PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_OURS = ("crawler", "parsers", "storage")
 
 
 class JsonFormatter(logging.Formatter):
@@ -38,7 +39,7 @@ def setup_logging(
 ) -> None:
     """Configure the root logger once for a CLI run. Raises ``OSError`` if ``log_file``
     cannot be opened for appending."""
-    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    level = logging.WARNING if quiet else logging.INFO
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8")
         if log_file
@@ -50,5 +51,9 @@ def setup_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    if not verbose:
-        logging.getLogger("asyncio").setLevel(logging.WARNING)
+    logging.getLogger("asyncio").setLevel(logging.WARNING)
+    for package in _OURS:
+        # --verbose is the crawler's own detail (every request). Libraries stay at INFO:
+        # aiosqlite's debug lines print every statement's arguments, every page's text
+        # among them (a 528-page crawl logged 44 MB and took twice as long).
+        logging.getLogger(package).setLevel(logging.DEBUG if verbose and not quiet else level)

@@ -104,3 +104,28 @@ def test_a_taken_metrics_port_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("crawl: error: --metrics-port") and str(port) in lines[-1]
+
+
+def test_verbose_logs_every_request_but_no_library_internals(tmp_path: Path) -> None:
+    """``--verbose`` is the crawler's own detail: a line per request. Libraries stay at INFO
+    (aiosqlite's debug lines would print every statement's rows, page text included)."""
+    graph = LinkGraph(40)
+    db, log = tmp_path / "c.db", tmp_path / "log.jsonl"
+    with SiteServer() as site:
+        graph.serve(site)
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(site.url + "/index.html\n")
+        done = subprocess.run(
+            [sys.executable, "-m", "crawler", str(seeds), "--db", str(db), *FAST, "--verbose",
+             "--log-format", "json", "--log-file", str(log)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    requests = [e for e in entries if e["logger"] == "crawler.engine" and e["msg"][:3].isdigit()]
+    with sqlite3.connect(db) as connection:
+        pages = connection.execute("SELECT count(*) FROM pages WHERE status > 0").fetchone()[0]
+    assert len(requests) == pages >= len(graph.expected_paths() - {"/"})
+    loggers = {e["logger"].split(".")[0] for e in entries}
+    assert loggers <= {"crawler", "parsers", "storage"}, loggers
+    assert all(e["level"] != "debug" or e["logger"].startswith("crawler") for e in entries)
