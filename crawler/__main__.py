@@ -1,5 +1,5 @@
 """``python -m crawler`` is the ``crawl`` command."""
 
-from crawler.cli import main
+from crawler.entry import main
 
 main()

@@ -142,7 +142,7 @@ def crawl_command(seeds: Path, config_file: Path | None, **flags: Any) -> None:
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
     _setup_logging(settings)
-    from crawler.pool import prestart
+    from crawler.forkserver import prestart
 
     prestart()  # the parse workers' fork server preloads while this process imports the rest
     if settings.every is None:

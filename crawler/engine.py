@@ -32,11 +32,12 @@ from crawler.api import CrawledPage
 from crawler.discovery import Discovery
 from crawler.errors import FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
+from crawler.forkserver import prestart
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
 from crawler.hooks import Hooks
 from crawler.lock import RunLock
 from crawler.neardup import NearDuplicates
-from crawler.pool import ParsePool, prestart
+from crawler.pool import ParsePool
 from crawler.records import failure_record, page_record, plain_record, unchanged_record
 from crawler.recrawl import CHANGED, FAILED, FIRST, UNCHANGED, next_interval
 from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters

@@ -35,32 +35,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseError
+from crawler.forkserver import context as _context
 from parsers.page import Page, ParseFailure, ParseJob
 from parsers.worker import parse_batch, serve
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _context() -> multiprocessing.context.BaseContext:
-    """The fork server context with ``parsers.preload`` preloaded (``spawn`` without one).
-
-    The preload list is process-wide and read when the fork server starts: ours is added to
-    the list already set (by default ``__main__``, the script, imported once there instead of
-    in every worker), never replacing an application's own. In a process whose fork server
-    was started before (by other code), workers still work, and warm up themselves."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    from multiprocessing import forkserver
-
-    context = multiprocessing.get_context("forkserver")
-    preload = list(getattr(forkserver._forkserver, "_preload_modules", ["__main__"]))
-    if _PRELOAD not in preload:
-        context.set_forkserver_preload([*preload, _PRELOAD])
-    return context
-
-
-_PRELOAD = "parsers.preload"
 
 
 _PIPE_BYTES = 1 << 20
@@ -76,20 +56,6 @@ def _widen_pipe(connection: Connection) -> None:
     if setpipe is not None:
         with contextlib.suppress(OSError):
             fcntl.fcntl(connection.fileno(), setpipe, _PIPE_BYTES)
-
-
-def prestart() -> None:
-    """Start the fork server now (it preloads the parser and numba in its own process) so
-    that it is ready when the pool wants workers. For a caller with other start-up work to
-    do first, like the CLI importing the crawler; harmless to skip or to call again."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        from multiprocessing import forkserver
-
-        _context()
-        try:
-            forkserver.ensure_running()
-        except OSError as exc:  # the pool tries again, and reports a real failure itself
-            log.debug("fork server did not start early: %s", exc)
 
 
 _FRAME = struct.Struct("!i")

@@ -123,6 +123,57 @@ def test_real_subprocess_and_python_m(tmp_path: Path, small_site: SiteServer) ->
         assert connection.execute("SELECT count(*) FROM pages").fetchone() == (3,)
 
 
+@pytest.mark.parametrize(
+    ("args", "crawls"),
+    [
+        (["seeds.txt"], True),
+        (["crawl", "seeds.txt"], True),
+        (["--db", "x.db", "seeds.txt"], True),
+        (["seeds.txt", "--query", "export"], True),  # a flag's value, not a command
+        ([], False),
+        (["--help"], False),
+        (["-h"], False),
+        (["--version"], False),
+        (["seeds.txt", "--help"], False),
+        (["crawl", "--help"], False),
+        (["export", "x.db"], False),
+        (["rank", "x.db", "--query", "q"], False),
+        (["runs", "x.db"], False),
+        (["stats", "x.db"], False),
+    ],
+)
+def test_the_console_script_starts_the_fork_server_only_for_a_crawl(
+    args: list[str], crawls: bool
+) -> None:
+    from crawler.entry import crawls as starts
+
+    assert starts(args) is crawls
+
+
+def test_reading_commands_start_no_fork_server(tmp_path: Path, small_site: SiteServer) -> None:
+    """``crawl runs`` (like export, rank, --help) never parses: no fork server, no numba."""
+    seeds = seeds_file(tmp_path, small_site.url + "/")
+    db = str(tmp_path / "sub.db")
+    env = _subprocess_env()
+    crawl = subprocess.run([sys.executable, "-m", "crawler", seeds, "--db", db, *FAST],
+                           capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert crawl.returncode == 0, crawl.stderr
+    probe = (
+        "import multiprocessing.forkserver as f, sys, runpy\n"
+        "sys.argv = ['crawl', 'runs', sys.argv[1]]\n"
+        "try:\n"
+        "    runpy.run_module('crawler', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('forkserver', f._forkserver._forkserver_pid)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, db], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("forkserver None")
+    assert done.stdout.startswith("id\tstarted_at")  # the runs table was printed
+
+
 def test_sigint_stops_cleanly(tmp_path: Path) -> None:
     links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(200))
     with SiteServer(latency_s=0.1) as site:

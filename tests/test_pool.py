@@ -180,9 +180,9 @@ def test_fork_server_preload_is_extended_not_replaced(monkeypatch: pytest.Monkey
     """An application's own fork-server preloads stay; ours is added once."""
     from multiprocessing import forkserver
 
-    from crawler import pool
+    from crawler.forkserver import context
 
     monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "app.models"])
-    pool._context()
-    pool._context()
+    context()
+    context()
     assert forkserver._forkserver._preload_modules == ["__main__", "app.models", "parsers.preload"]
