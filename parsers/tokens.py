@@ -146,6 +146,17 @@ def _token_hashes(data, fold):
 
 
 @njit(cache=True)
+def _slot(table, ids, h, shift, mask):
+    """Where ``h`` is in the table, or the empty slot where it goes (linear probing)."""
+    slot = np.int64((np.uint64(h) * _GOLDEN64) >> shift)
+    while True:
+        j = table[slot]
+        if j < 0 or ids[j] == h:
+            return slot
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True)
 def _count(hashes, cap):
     """Count ``hashes`` with room for ``cap`` distinct ids: (table, ids, counts, n), ``n``
     -1 when ``cap`` was too small.
@@ -160,21 +171,17 @@ def _count(hashes, cap):
     n = 0
     for k in range(hashes.size):
         h = hashes[k]
-        slot = np.int64((np.uint64(h) * _GOLDEN64) >> shift)
-        while True:
-            j = table[slot]
-            if j < 0:
-                if n == cap:
-                    return table, ids, counts, -1
-                table[slot] = n
-                ids[n] = h
-                counts[n] = 1
-                n += 1
-                break
-            if ids[j] == h:
-                counts[j] += 1
-                break
-            slot = (slot + 1) & mask
+        slot = _slot(table, ids, h, shift, mask)
+        j = table[slot]
+        if j >= 0:
+            counts[j] += 1
+        elif n == cap:
+            return table, ids, counts, -1
+        else:
+            table[slot] = n
+            ids[n] = h
+            counts[n] = 1
+            n += 1
     return table, ids, counts, n
 
 
@@ -200,17 +207,16 @@ def _bag(hashes, query):
     mask = table.size - 1
     tf = np.zeros(query.size, dtype=np.uint32)
     for q in range(query.size):
-        h = query[q]
-        slot = np.int64((np.uint64(h) * _GOLDEN64) >> shift)
-        while True:
-            j = table[slot]
-            if j < 0:
-                break
-            if ids[j] == h:
-                tf[q] = counts[j]
-                break
-            slot = (slot + 1) & mask
+        j = table[_slot(table, ids, query[q], shift, mask)]
+        if j >= 0:
+            tf[q] = counts[j]
     return ids[:n].copy(), counts[:n].copy(), top, tf
+
+
+@njit(cache=True)
+def _half_add(bits, x):
+    """One bit-sliced half adder: (the sum bits, the carry bits)."""
+    return bits ^ x, bits & x
 
 
 @njit(cache=True)
@@ -234,27 +240,14 @@ def _shingle_simhash(hashes, max_tokens):
             ^ (np.uint64(hashes[k - 1]) * _MIX1)
             ^ np.uint64(hashes[k])
         )
-        carry = c0 & x
-        c0 ^= x
-        x = carry
-        carry = c1 & x
-        c1 ^= x
-        x = carry
-        carry = c2 & x
-        c2 ^= x
-        x = carry
-        carry = c3 & x
-        c3 ^= x
-        x = carry
-        carry = c4 & x
-        c4 ^= x
-        x = carry
-        carry = c5 & x
-        c5 ^= x
-        x = carry
-        carry = c6 & x
-        c6 ^= x
-        c7 ^= carry  # no overflow: at most 255 adds between spills
+        c0, x = _half_add(c0, x)  # x becomes the carry into the next bit of the counters
+        c1, x = _half_add(c1, x)
+        c2, x = _half_add(c2, x)
+        c3, x = _half_add(c3, x)
+        c4, x = _half_add(c4, x)
+        c5, x = _half_add(c5, x)
+        c6, x = _half_add(c6, x)
+        c7 ^= x  # no overflow: at most 255 adds between spills
         pending += 1
         if pending == 255 or k == m - 1:
             for bit in range(64):
