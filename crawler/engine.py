@@ -793,9 +793,10 @@ class Engine:
             await self._store.close()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Fetched:
-    """What ``Engine.fetch`` got: a result, or an error reason, or a retry was scheduled."""
+    """What ``Engine.fetch`` got: a result, or an error reason, or a retry was scheduled.
+    Not frozen (built per request; see ``FetchJob``)."""
 
     result: FetchResult | None
     error: str | None

@@ -48,9 +48,13 @@ RedirectCheck = Callable[[str], str | None]
 """Given a redirect target (normalised), ``None`` to follow it or a reason to stop there."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchResult:
-    """A response. ``body`` is ``None`` when it was not downloaded (not HTML, redirect)."""
+    """A response. ``body`` is ``None`` when it was not downloaded (not HTML, redirect).
+
+    Not frozen, though read-only by convention: one is built per response, and a frozen
+    dataclass's ``__init__`` costs ~10x as much (an ``object.__setattr__`` per field).
+    """
 
     url: str
     final_url: str

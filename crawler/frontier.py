@@ -54,9 +54,13 @@ class Rules(Protocol):
     def is_allowed(self, user_agent: str, url: str) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchJob:
-    """One request to make: a page, a host's ``/robots.txt`` or a sitemap."""
+    """One request to make: a page, a host's ``/robots.txt`` or a sitemap.
+
+    Not frozen, though read-only by convention: one is built per request, and a frozen
+    dataclass's ``__init__`` costs ~10x as much (an ``object.__setattr__`` per field).
+    """
 
     url: str
     depth: int

@@ -104,9 +104,10 @@ def classify(
     if error_reason is not None:
         reason, transient = error_reason, error_reason in policy.retry_errors
     elif status is not None:
-        reason, transient = f"status-{status}", status in policy.retry_statuses
+        transient = status in policy.retry_statuses
         if not transient:
-            return Outcome("ok", reason)
+            return _ok(status)
+        reason = f"status-{status}"
     else:
         raise ValueError("classify needs a status or an error reason")
     if not transient or attempt >= policy.max_retries:
@@ -116,6 +117,18 @@ def classify(
     else:
         delay_s = backoff_s(attempt, policy, rng or _RNG)
     return Outcome("retry", reason, float(delay_s))
+
+
+_OK_OUTCOMES: dict[int, Outcome] = {}
+
+
+def _ok(status: int) -> Outcome:
+    """The ``ok`` outcome of ``status``: one shared instance per status (one is needed per
+    response, and an ``Outcome`` is immutable)."""
+    outcome = _OK_OUTCOMES.get(status)
+    if outcome is None:
+        outcome = _OK_OUTCOMES[status] = Outcome("ok", f"status-{status}")
+    return outcome
 
 
 def backoff_s(attempt: int, policy: RetryPolicy, rng: random.Random) -> float:

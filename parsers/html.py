@@ -9,7 +9,6 @@ Invariants: pure CPU work, no IO; never returns parser nodes; importable without
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import functools
 import json
 import re
@@ -308,5 +307,6 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
         # ``links`` and ``nofollow_links`` stay here: the crawl reads ``links_json`` and
         # ``follow``, and 50-odd URL strings a page cost pickling here and unpickling there.
         follow = _new_links(page, depth)
-        results.append(dataclasses.replace(page, follow=follow, links=(), nofollow_links=()))
+        page.follow, page.links, page.nofollow_links = follow, (), ()
+        results.append(page)
     return results

@@ -65,10 +65,11 @@ class PageRecord:
         return "done"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UrlRecord:
     """A URL newly found and queued. ``leased``: the run holds it in its memory window
-    already; otherwise it waits in the store until a run claims it."""
+    already; otherwise it waits in the store until a run claims it. Not frozen, like
+    ``PageRecord`` (one per link queued); treat it as read-only."""
 
     url: str
     depth: int
@@ -90,9 +91,10 @@ class QueuedUrl:
     interval_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SkipRecord:
-    """A URL the crawler decided not to fetch, and why."""
+    """A URL the crawler decided not to fetch, and why. Not frozen, like ``PageRecord`` (one
+    per link refused: several a page); treat it as read-only."""
 
     url: str
     reason: str
