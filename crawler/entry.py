@@ -6,11 +6,20 @@ than when the command itself starts it (``crawler.cli`` still does, for other ca
 Commands that never parse (``export``, ``rank``, ``runs``, ``stats``, ``--help``,
 ``--version``) start nothing; a crawl that stops on a usage error leaves a fork server that
 exits once its preload is done.
+
+A crawl ends with ``os._exit`` once everything is written, closed and flushed (``exit_now``):
+the interpreter's teardown (freeing every object one by one: 0.1-0.2 s after a
+10,000-page crawl) does nothing a finished crawl needs. Other commands exit normally.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import sys
+import threading
+from typing import NoReturn
 
 _OTHER_COMMANDS = frozenset({"export", "rank", "runs", "stats"})
 _NO_RUN = frozenset({"-h", "--help", "--version"})
@@ -23,10 +32,41 @@ def crawls(args: list[str]) -> bool:
 
 
 def main() -> None:
-    if crawls(sys.argv[1:]):
-        from crawler.forkserver import prestart
+    if not crawls(sys.argv[1:]):
+        from crawler.cli import main as cli
 
-        prestart()
+        cli()
+        return
+    from crawler.forkserver import prestart
+
+    prestart()
     from crawler.cli import main as cli
 
-    cli()
+    try:
+        cli()  # click (standalone mode) ends every command with SystemExit
+    except SystemExit as exc:
+        exit_now(exc.code)
+
+
+def exit_now(code: object) -> NoReturn:
+    """Exit as ``sys.exit(code)`` would, without the interpreter's teardown: wait for the
+    threads a normal exit waits for, run the ``atexit`` handlers (logging's flush,
+    multiprocessing's clean-up of the pool's fork server), flush stdout and stderr, then
+    ``os._exit``. The crawl's store, pool and lock are closed before the command returns."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): printed, exit status 1
+        print(code, file=sys.stderr)
+        status = 1
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # CPython's own exit path runs the same function
+    for stream in (sys.stdout, sys.stderr):
+        # a closed pipe (crawl ... | head): nothing left to save
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)

@@ -174,6 +174,34 @@ def test_reading_commands_start_no_fork_server(tmp_path: Path, small_site: SiteS
     assert done.stdout.startswith("id\tstarted_at")  # the runs table was printed
 
 
+@pytest.mark.parametrize(
+    ("code", "status", "stderr"), [("None", 0, ""), ("3", 3, ""), ("'bad input'", 1, "bad input")]
+)
+def test_exit_now_keeps_what_a_normal_exit_does(
+    tmp_path: Path, code: str, status: int, stderr: str
+) -> None:
+    """A finished crawl skips the interpreter's teardown (``crawler.entry.exit_now``), but not
+    what a normal exit guarantees: threads joined, atexit handlers run, buffers flushed."""
+    marker = tmp_path / "thread.txt"
+    program = (
+        "import atexit, sys, threading, time\n"
+        "from crawler.entry import exit_now\n"
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        f"    open({str(marker)!r}, 'w').write('joined')\n"
+        "threading.Thread(target=late).start()\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
+        "sys.stdout.write('buffered ')\n"
+        f"exit_now({code})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env=_subprocess_env(), timeout=60)  # fmt: skip
+    assert done.returncode == status
+    assert done.stdout == "buffered atexit ran\n"
+    assert done.stderr.strip() == stderr
+    assert marker.read_text() == "joined"
+
+
 def test_sigint_stops_cleanly(tmp_path: Path) -> None:
     links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(200))
     with SiteServer(latency_s=0.1) as site:
