@@ -1,0 +1,144 @@
+"""The SQLite store's multi-row writes (``storage.sqlite._Insert``): the same rows as one
+statement step per row, on real database files."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from storage.base import PageRecord, SkipRecord, UrlRecord
+from storage.sqlite import _FETCHED_URL, _NEW_URL, _SKIPPED_URL, _UPSERT_PAGE, SQLiteStore, _Insert
+
+STAMP = "2026-11-30T10:00:00+00:00"
+
+
+def _schema(path: Path) -> sqlite3.Connection:
+    async def create() -> None:
+        store = SQLiteStore(str(path))
+        await store.open()
+        await store.start_run(1, "{}", STAMP)
+        await store.close()
+
+    asyncio.run(create())
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def _dump(connection: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
+    urls = connection.execute("SELECT * FROM urls ORDER BY id").fetchall()
+    pages = connection.execute("SELECT * FROM pages ORDER BY id").fetchall()
+    return urls, pages
+
+
+def _batch(rng: random.Random, size: int) -> dict[_Insert, list[tuple]]:
+    """Rows of one batch, drawn from a small URL space: repeats within a batch and across
+    batches (a URL queued then skipped, a page written twice) are the cases that matter."""
+
+    def urls(count: int) -> list[str]:
+        return [f"http://h{rng.randrange(3)}.test/p{rng.randrange(400)}" for _ in range(count)]
+
+    pages = [
+        (u, u, 200, None, "text/html", f"t{i}", "text " * rng.randrange(3), None, None, None,
+         rng.randrange(5), 10, f"h{rng.randrange(3)}", STAMP, 1, "[]", 1, None, rng.random(),
+         bytes([i % 256]), rng.randrange(-(1 << 63), 1 << 63), None, None, None, None, None,
+         None, STAMP)
+        for i, u in enumerate(urls(size))
+    ]  # fmt: skip
+    new = [(u, "o", None, rng.randrange(5), rng.random(), STAMP, 1) for u in urls(size)]
+    skipped = [(u, "o", 2, rng.choice(["scope", "trap"]), STAMP, 1) for u in urls(size * 2)]
+    fetched = [(p[0], "o", "done", p[10], 1, 1.0, 2.0, STAMP, 1) for p in pages]
+    return {_NEW_URL: new, _UPSERT_PAGE: pages, _FETCHED_URL: fetched, _SKIPPED_URL: skipped}
+
+
+@pytest.mark.parametrize("size", [1, 7, 35, 36, 129, 300])
+def test_multi_row_writes_equal_one_row_statements(tmp_path: Path, size: int) -> None:
+    many = _schema(tmp_path / "many.db")
+    single = _schema(tmp_path / "single.db")
+    rng = random.Random(size)
+    for _ in range(3):
+        batch = _batch(rng, size)
+        for connection, multi in ((many, True), (single, False)):
+            connection.execute("BEGIN IMMEDIATE")
+            for insert, rows in batch.items():
+                if multi:
+                    for sql, parameters in insert.statements(rows):
+                        connection.executemany(sql, parameters)
+                else:
+                    connection.executemany(insert.sql(1), rows)
+            connection.execute("COMMIT")
+    assert _dump(many) == _dump(single)
+    assert len(_dump(many)[0]) > size  # something was written
+
+
+def test_chunks_stay_within_the_smallest_parameter_limit() -> None:
+    for insert in (_NEW_URL, _UPSERT_PAGE, _FETCHED_URL, _SKIPPED_URL):
+        assert insert.chunk * insert.width <= 999
+        rows = [tuple(range(insert.width))] * (insert.chunk * 2 + 3)
+        statements = insert.statements(rows)
+        assert [len(parameters) for _, parameters in statements] == [2, 1]
+        assert all(len(p) == sql.count("?") for sql, parameters in statements for p in parameters)
+        assert insert.statements([]) == []
+
+
+@pytest.mark.parametrize("one_hop", [True, False])
+def test_store_save_writes_a_large_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_hop: bool
+) -> None:
+    """Through ``SQLiteStore.save``: pages, new URLs and skips past a chunk's size, in one
+    hop to the connection's thread and, as without aiosqlite's private queue, statement by
+    statement."""
+    monkeypatch.setattr("storage.sqlite._ONE_HOP", one_hop)
+    path = tmp_path / "store.db"
+
+    async def scenario() -> None:
+        store = SQLiteStore(str(path))
+        await store.open()
+        try:
+            run_id = await store.start_run(1, "{}", STAMP)
+            pages = [
+                PageRecord(url=f"http://a.test/{i}", final_url=f"http://a.test/{i}", status=200,
+                           error=None, content_type="text/html", depth=1, body_bytes=10,
+                           fetched_at=STAMP, title=f"t{i}", text="x")
+                for i in range(300)
+            ]  # fmt: skip
+            found = [UrlRecord(f"http://a.test/new{i}", 2, 0.0, True, STAMP) for i in range(300)]
+            skips = [SkipRecord(f"http://b.test/{i}", "scope", 2, STAMP) for i in range(500)]
+            await store.save(pages, found, skips, run_id)
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+    with sqlite3.connect(path) as connection:
+        states = dict(connection.execute("SELECT state, count(*) FROM urls GROUP BY state"))
+        titles = connection.execute("SELECT count(*), count(DISTINCT title) FROM pages")
+        assert states == {"done": 300, "queued": 300, "skipped": 500}
+        assert titles.fetchone() == (300, 300)
+
+
+def test_claim_leases_more_ids_than_one_update_holds(tmp_path: Path) -> None:
+    path = tmp_path / "claim.db"
+
+    async def scenario() -> int:
+        store = SQLiteStore(str(path))
+        await store.open()
+        try:
+            run_id = await store.start_run(1, "{}", STAMP)
+            found = [UrlRecord(f"http://a.test/{i}", 1, float(i % 7), False, STAMP)
+                     for i in range(2500)]  # fmt: skip
+            await store.save([], found, [], run_id)
+            claimed = await store.claim(run_id, 2100, 0.0)
+            assert len({q.url for q in claimed}) == 2100
+            assert [q.priority for q in claimed] == sorted(
+                (q.priority for q in claimed), reverse=True
+            )
+            return run_id
+        finally:
+            await store.close()
+
+    run_id = asyncio.run(scenario())
+    with sqlite3.connect(path) as connection:
+        leases = dict(connection.execute("SELECT lease, count(*) FROM urls GROUP BY lease"))
+    assert leases == {run_id: 2100, None: 400}
