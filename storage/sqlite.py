@@ -3,7 +3,7 @@
 Owns: the connection to one SQLite file. Invariants:
 - one connection, used by one writer; every batch of pages is one transaction
   (a handful of thread hops per batch, never one await per page), its rows written by
-  multi-row INSERTs (``_Insert``), never one statement step per row;
+  multi-row statements (``_Rows``), not one statement step per row;
 - WAL with ``synchronous=NORMAL``: every committed transaction survives ``kill -9``;
 - migrations are applied on open, each in a transaction with its ``schema_migrations`` row.
 """
@@ -39,9 +39,10 @@ from storage.schema import (
 )
 
 
-class _Insert:
-    """An ``INSERT`` written for many rows at once: ``head``, then ``VALUES`` with ``row``
-    repeated, then ``tail`` (an upsert clause, which SQLite applies row by row, in order).
+class _Rows:
+    """A statement written for many rows at once: ``head``, then ``VALUES`` with ``row``
+    repeated, then ``tail`` (an ``INSERT``'s upsert clause, which SQLite applies row by row,
+    in order; or the rest of an ``UPDATE ... FROM (VALUES ...)``).
 
     ``executemany`` of a one-row statement steps the statement once per row, and each step
     releases the GIL and takes it back: with the event loop thread busy, taking it back
@@ -78,7 +79,7 @@ class _Insert:
         return out
 
 
-_UPSERT_PAGE = _Insert(
+_UPSERT_PAGE = _Rows(
     """INSERT INTO pages (url, final_url, status, error, content_type, title, text, lang,
                    canonical, meta_robots, depth, body_bytes, content_hash, fetched_at, run_id,
                    outlinks, attempts, duplicate_of, score, tokens, simhash, near_duplicate_of,
@@ -86,12 +87,32 @@ _UPSERT_PAGE = _Insert(
     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "ON CONFLICT (url) DO UPDATE SET" + page_upsert_set(least="MIN", differs="IS NOT"),
 )
-_TOUCH_PAGE = """
+_TOUCH_PAGE = _Rows(
+    """UPDATE pages SET fetched_at = v.column1, run_id = v.column2, attempts = v.column3,
+    etag = coalesce(v.column4, pages.etag),
+    last_modified = coalesce(v.column5, pages.last_modified)
+FROM (""",
+    "(?, ?, ?, ?, ?, ?)",
+    ") AS v WHERE pages.url = v.column6",
+)
+"""A recrawl's unchanged pages (``UPDATE ... FROM`` needs SQLite 3.33)."""
+_TOUCH_PAGE_ONE = """
 UPDATE pages SET fetched_at = ?, run_id = ?, attempts = ?, etag = coalesce(?, etag),
     last_modified = coalesce(?, last_modified)
 WHERE url = ?
 """
-_FETCHED_URL = _Insert(
+_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
+
+
+def _touch_statements(rows: Sequence[tuple[object, ...]]) -> list[tuple[str, list[tuple]]]:
+    """``_TOUCH_PAGE`` for ``rows`` (the URL last); one statement a row where ``UPDATE ...
+    FROM`` is missing, or a URL repeats (``FROM`` would apply one of its rows, not each)."""
+    if _UPDATE_FROM and len({row[-1] for row in rows}) == len(rows):
+        return _TOUCH_PAGE.statements(rows)
+    return [(_TOUCH_PAGE_ONE, list(rows))]
+
+
+_FETCHED_URL = _Rows(
     """INSERT INTO urls (url, origin, state, depth, attempts, next_fetch_at, interval_s,
                   updated_at, run_id)""",
     "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -100,12 +121,12 @@ _FETCHED_URL = _Insert(
     next_fetch_at = excluded.next_fetch_at, interval_s = excluded.interval_s,
     updated_at = excluded.updated_at, run_id = excluded.run_id, reason = NULL""",
 )
-_NEW_URL = _Insert(
+_NEW_URL = _Rows(
     "INSERT INTO urls (url, origin, state, lease, depth, priority, updated_at, run_id)",
     "(?, ?, 'queued', ?, ?, ?, ?, ?)",
     "ON CONFLICT (url) DO NOTHING",
 )
-_SKIPPED_URL = _Insert(
+_SKIPPED_URL = _Rows(
     "INSERT INTO urls (url, origin, state, depth, reason, updated_at, run_id)",
     "(?, ?, 'skipped', ?, ?, ?, ?)",
     """ON CONFLICT (url) DO UPDATE SET
@@ -176,9 +197,9 @@ def _fetched_url_row(record: PageRecord, run_id: int) -> tuple[object, ...]:
 
 
 _ONE_HOP = True
+"""Run a transaction in one hop (``_in_transaction``) where aiosqlite allows it."""
 _IDS_PER_UPDATE = 998
 """Ids in one ``UPDATE ... WHERE id IN (...)``: with the lease, 999 parameters at most."""
-"""Run a transaction in one hop (``_in_transaction``) where aiosqlite allows it."""
 
 
 def _in_transaction(
@@ -433,7 +454,7 @@ class SQLiteStore:
             [
                 *_NEW_URL.statements(new_urls),
                 *_UPSERT_PAGE.statements(fresh),
-                (_TOUCH_PAGE, touched),
+                *_touch_statements(touched),
                 *_FETCHED_URL.statements([_fetched_url_row(r, run_id) for r in pages]),
                 *_SKIPPED_URL.statements(skipped),
             ],

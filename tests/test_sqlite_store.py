@@ -1,4 +1,4 @@
-"""The SQLite store's multi-row writes (``storage.sqlite._Insert``): the same rows as one
+"""The SQLite store's multi-row writes (``storage.sqlite._Rows``): the same rows as one
 statement step per row, on real database files."""
 
 from __future__ import annotations
@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from storage.base import PageRecord, SkipRecord, UrlRecord
-from storage.sqlite import _FETCHED_URL, _NEW_URL, _SKIPPED_URL, _UPSERT_PAGE, SQLiteStore, _Insert
+from storage.sqlite import (
+    _FETCHED_URL,
+    _NEW_URL,
+    _SKIPPED_URL,
+    _TOUCH_PAGE_ONE,
+    _UPSERT_PAGE,
+    SQLiteStore,
+    _Rows,
+    _touch_statements,
+)
 
 STAMP = "2026-11-30T10:00:00+00:00"
 
@@ -33,7 +42,7 @@ def _dump(connection: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
     return urls, pages
 
 
-def _batch(rng: random.Random, size: int) -> dict[_Insert, list[tuple]]:
+def _batch(rng: random.Random, size: int) -> dict[_Rows, list[tuple]]:
     """Rows of one batch, drawn from a small URL space: repeats within a batch and across
     batches (a URL queued then skipped, a page written twice) are the cases that matter."""
 
@@ -71,6 +80,33 @@ def test_multi_row_writes_equal_one_row_statements(tmp_path: Path, size: int) ->
             connection.execute("COMMIT")
     assert _dump(many) == _dump(single)
     assert len(_dump(many)[0]) > size  # something was written
+
+
+@pytest.mark.parametrize("size", [5, 40, 300])
+def test_touching_unchanged_pages_equals_one_row_updates(tmp_path: Path, size: int) -> None:
+    """A recrawl's unchanged pages: validators kept when the new ones are missing, URLs not
+    stored left alone, a repeated URL applied in order."""
+    many = _schema(tmp_path / "many.db")
+    single = _schema(tmp_path / "single.db")
+    rng = random.Random(size)
+    pages = _batch(rng, 400)[_UPSERT_PAGE]
+    urls = sorted({p[0] for p in pages} | {"http://nowhere.test/x"})
+    later = "2026-12-01T00:00:00+00:00"
+    touched = [
+        (later, 2, rng.randrange(1, 4), rng.choice([None, '"e"']), rng.choice([None, "lm"]), u)
+        for u in rng.sample(urls, min(size, len(urls)))
+    ]
+    repeated = [*touched[:3], *touched[:3]]
+    for rows in (touched, repeated):
+        for connection, multi in ((many, True), (single, False)):
+            connection.execute("BEGIN IMMEDIATE")
+            connection.executemany(_UPSERT_PAGE.sql(1), pages)
+            for sql, parameters in _touch_statements(rows) if multi else [(_TOUCH_PAGE_ONE, rows)]:
+                connection.executemany(sql, parameters)
+            connection.execute("COMMIT")
+        assert _dump(many) == _dump(single)
+    assert len(_touch_statements(touched)) <= 3  # not a statement a row
+    assert _touch_statements(repeated) == [(_TOUCH_PAGE_ONE, repeated)]
 
 
 def test_chunks_stay_within_the_smallest_parameter_limit() -> None:
