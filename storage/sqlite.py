@@ -15,7 +15,7 @@ import functools
 import itertools
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 
 import aiosqlite
@@ -51,32 +51,58 @@ class _Rows:
     smallest limit an SQLite build may have), so a batch of pages costs a few steps.
     """
 
-    def __init__(self, head: str, row: str, tail: str = "") -> None:
+    def __init__(
+        self,
+        head: str,
+        row: str,
+        tail: str = "",
+        weigh: Callable[[tuple[object, ...]], int] | None = None,
+        max_bytes: int = 8 << 20,
+    ) -> None:
         self.head = head
         self.row = row
         self.tail = tail
         self.width = row.count("?")
         self.chunk = min(128, 999 // self.width)
+        self.weigh = weigh
+        """The size of a row's large values: SQLite copies every bound value when binding,
+        so a chunk holds at most ``max_bytes`` of them (pages of a few MB each stay a few to
+        a statement)."""
+        self.max_bytes = max_bytes
 
     @functools.cache  # noqa: B019 -- a few module-level instances, a few sizes each
     def sql(self, rows: int) -> str:
         return f"{self.head}\nVALUES {', '.join([self.row] * rows)}\n{self.tail}"
 
     def statements(self, rows: Sequence[tuple[object, ...]]) -> list[tuple[str, list[tuple]]]:
-        """(sql, parameter lists) for ``rows``: full chunks share one statement."""
-        if not rows:
-            return []
-        chunk = self.chunk
-        full = len(rows) - len(rows) % chunk
-        flat = itertools.chain.from_iterable
+        """(sql, parameter lists) for ``rows``, in order: chunks of at most ``chunk`` rows
+        and ``max_bytes``, consecutive chunks of one size sharing their statement."""
         out: list[tuple[str, list[tuple]]] = []
-        if full:
-            out.append(
-                (self.sql(chunk), [tuple(flat(rows[i : i + chunk])) for i in range(0, full, chunk)])
-            )
-        if full < len(rows):
-            out.append((self.sql(len(rows) - full), [tuple(flat(rows[full:]))]))
+        flat = itertools.chain.from_iterable
+        weigh, start, count = self.weigh, 0, len(rows)
+        while start < count:
+            end = min(start + self.chunk, count)
+            if weigh is not None:
+                size = 0
+                for i in range(start, end):
+                    size += weigh(rows[i])
+                    if size > self.max_bytes and i > start:
+                        end = i
+                        break
+            sql = self.sql(end - start)
+            parameters = tuple(flat(rows[start:end]))
+            if out and out[-1][0] == sql:
+                out[-1][1].append(parameters)
+            else:
+                out.append((sql, [parameters]))
+            start = end
         return out
+
+
+def _page_weight(row: tuple[object, ...]) -> int:
+    """A page row's large values: text, outlinks, tokens, body, headers, extract."""
+    values = (row[6], row[15], row[19], row[24], row[25], row[26])
+    return sum(len(value) for value in values if isinstance(value, str | bytes))
 
 
 _UPSERT_PAGE = _Rows(
@@ -86,6 +112,7 @@ _UPSERT_PAGE = _Rows(
                    etag, last_modified, body, headers, extract, changed_at)""",
     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "ON CONFLICT (url) DO UPDATE SET" + page_upsert_set(least="MIN", differs="IS NOT"),
+    weigh=_page_weight,
 )
 _TOUCH_PAGE = _Rows(
     """UPDATE pages SET fetched_at = v.column1, run_id = v.column2, attempts = v.column3,

@@ -119,6 +119,32 @@ def test_chunks_stay_within_the_smallest_parameter_limit() -> None:
         assert insert.statements([]) == []
 
 
+def test_big_pages_are_written_a_few_to_a_statement(tmp_path: Path) -> None:
+    """SQLite copies every bound value: a chunk of pages holds at most ``max_bytes`` of
+    text and bodies (a 3 MB page goes alone), and the rows still land in order."""
+    big, small = "x" * (3 << 20), "y"
+    rows = [
+        (f"http://a.test/{i}", f"http://a.test/{i}", 200, None, "text/html", "t",
+         big if i % 3 == 0 else small, None, None, None, 1, 10, "h", STAMP, 1, "[]", 1,
+         None, None, None, None, None, None, None, None, None, None, STAMP)
+        for i in range(12)
+    ]  # fmt: skip
+    statements = _UPSERT_PAGE.statements(rows)
+    sizes = [sql.count("(?,") for sql, parameters in statements for _ in parameters]
+    assert sum(sizes) == 12 and len(sizes) > 1
+    for _sql, parameters in statements:
+        for flat in parameters:
+            texts = flat[6 :: _UPSERT_PAGE.width]
+            assert len(texts) == 1 or sum(map(len, texts)) <= _UPSERT_PAGE.max_bytes
+    connection = _schema(tmp_path / "big.db")
+    connection.execute("BEGIN IMMEDIATE")
+    for sql, parameters in statements:
+        connection.executemany(sql, parameters)
+    connection.execute("COMMIT")
+    stored = connection.execute("SELECT url, length(text) FROM pages ORDER BY id").fetchall()
+    assert stored == [(row[0], len(row[6])) for row in rows]
+
+
 @pytest.mark.parametrize("one_hop", [True, False])
 def test_store_save_writes_a_large_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_hop: bool
