@@ -48,11 +48,16 @@ def main() -> None:
         exit_now(exc.code)
 
 
-def exit_now(code: object) -> NoReturn:
+def exit_now(code: str | int | None) -> NoReturn:
     """Exit as ``sys.exit(code)`` would, without the interpreter's teardown: wait for the
     threads a normal exit waits for, run the ``atexit`` handlers (logging's flush,
     multiprocessing's clean-up of the pool's fork server), flush stdout and stderr, then
-    ``os._exit``. The crawl's store, pool and lock are closed before the command returns."""
+    ``os._exit``. The crawl's store, pool and lock are closed before the command returns.
+
+    Under a profiler, a tracer (coverage) or a debugger the exit is the normal one: they
+    write their results after the program (``python -m cProfile -o ...``)."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
     if code is None:
         status = 0
     elif isinstance(code, int):

@@ -202,6 +202,24 @@ def test_exit_now_keeps_what_a_normal_exit_does(
     assert marker.read_text() == "joined"
 
 
+def test_exit_now_exits_normally_under_a_profiler() -> None:
+    """``python -m cProfile -o FILE -m crawler ...`` writes FILE after the program returns:
+    with a profiler (or a tracer, a debugger) attached the exit is the normal one."""
+    program = (
+        "import sys\n"
+        "from crawler.entry import exit_now\n"
+        "sys.setprofile(lambda *args: None)\n"
+        "try:\n"
+        "    exit_now(4)\n"
+        "except SystemExit as exc:\n"
+        "    sys.setprofile(None)\n"
+        "    print('normal exit', exc.code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env=_subprocess_env(), timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "normal exit 4\n")
+
+
 def test_sigint_stops_cleanly(tmp_path: Path) -> None:
     links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(200))
     with SiteServer(latency_s=0.1) as site:
