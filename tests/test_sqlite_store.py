@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -25,12 +27,21 @@ from storage.sqlite import (
 STAMP = "2026-11-30T10:00:00+00:00"
 
 
+@asynccontextmanager
+async def _run(path: Path) -> AsyncIterator[tuple[SQLiteStore, int]]:
+    """An open store on ``path`` and a run recorded in it."""
+    store = SQLiteStore(str(path))
+    await store.open()
+    try:
+        yield store, await store.start_run(1, "{}", STAMP)
+    finally:
+        await store.close()
+
+
 def _schema(path: Path) -> sqlite3.Connection:
     async def create() -> None:
-        store = SQLiteStore(str(path))
-        await store.open()
-        await store.start_run(1, "{}", STAMP)
-        await store.close()
+        async with _run(path):
+            pass
 
     asyncio.run(create())
     return sqlite3.connect(path, isolation_level=None)
@@ -156,10 +167,7 @@ def test_store_save_writes_a_large_batch(
     path = tmp_path / "store.db"
 
     async def scenario() -> None:
-        store = SQLiteStore(str(path))
-        await store.open()
-        try:
-            run_id = await store.start_run(1, "{}", STAMP)
+        async with _run(path) as (store, run_id):
             pages = [
                 PageRecord(url=f"http://a.test/{i}", final_url=f"http://a.test/{i}", status=200,
                            error=None, content_type="text/html", depth=1, body_bytes=10,
@@ -169,8 +177,6 @@ def test_store_save_writes_a_large_batch(
             found = [UrlRecord(f"http://a.test/new{i}", 2, 0.0, True, STAMP) for i in range(300)]
             skips = [SkipRecord(f"http://b.test/{i}", "scope", 2, STAMP) for i in range(500)]
             await store.save(pages, found, skips, run_id)
-        finally:
-            await store.close()
 
     asyncio.run(scenario())
     with sqlite3.connect(path) as connection:
@@ -184,10 +190,7 @@ def test_claim_leases_more_ids_than_one_update_holds(tmp_path: Path) -> None:
     path = tmp_path / "claim.db"
 
     async def scenario() -> int:
-        store = SQLiteStore(str(path))
-        await store.open()
-        try:
-            run_id = await store.start_run(1, "{}", STAMP)
+        async with _run(path) as (store, run_id):
             found = [UrlRecord(f"http://a.test/{i}", 1, float(i % 7), False, STAMP)
                      for i in range(2500)]  # fmt: skip
             await store.save([], found, [], run_id)
@@ -197,8 +200,6 @@ def test_claim_leases_more_ids_than_one_update_holds(tmp_path: Path) -> None:
                 (q.priority for q in claimed), reverse=True
             )
             return run_id
-        finally:
-            await store.close()
 
     run_id = asyncio.run(scenario())
     with sqlite3.connect(path) as connection:
