@@ -18,6 +18,7 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from parsers.hrefs import resolve_all
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
 from parsers.tokens import page_terms
@@ -101,8 +102,8 @@ def _links(
     """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
 
     One selector pass over the tree; one attribute dict per node (each ``attributes`` call
-    builds a new dict). ``terms``: query words to count in the anchor text of the links that
-    ``wanted`` accepts (reading anchor text is the costly part: only new links need it).
+    builds a new dict); the hrefs resolved together (``parsers.hrefs.resolve_all``).
+    ``terms``: query words to count in the anchor text of the links that ``wanted`` accepts (reading anchor text is the costly part: only new links need it).
     ``invisible``: if given, the same pass appends the script, style, noscript and template
     elements to it, in document order (for ``_remove``).
     """
@@ -110,7 +111,9 @@ def _links(
     nofollow: dict[str, None] = {}
     hits: dict[str, int] | None = {} if terms else None
     any_term = _any_term(terms)
-    resolve = Resolver(base).resolve
+    nodes: list[LexborNode] = []
+    hrefs: list[str] = []
+    rels: list[str | None] = []
     for node in tree.css(_LINK_SELECTOR if invisible is None else _LINKS_AND_INVISIBLE):
         tag = node.tag
         if tag in _INVISIBLE_TAGS:
@@ -118,14 +121,17 @@ def _links(
             continue
         attributes = node.attributes
         href = attributes.get("src" if tag in _FRAME_TAGS else "href")
-        if not href:
-            continue
-        url = resolve(href.strip())
+        if href:
+            nodes.append(node)
+            hrefs.append(href)
+            rels.append(attributes.get("rel"))
+    # All hrefs at once: one numba call instead of ~2 us of Python each.
+    urls = resolve_all(Resolver(base), hrefs)
+    for node, url, rel in zip(nodes, urls, rels, strict=True):
         if url is None:
             continue
         if len(found) < max_links:
             found[url] = None
-        rel = attributes.get("rel")
         if rel and "nofollow" in rel.lower().split():
             nofollow[url] = None
         if hits is not None and (wanted is None or wanted(url)):

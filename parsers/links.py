@@ -115,6 +115,16 @@ class Resolver:
             directory = directory[: directory.rstrip("/").rfind("/") + 1]
         self._ancestors.append("/")
 
+    @property
+    def origin(self) -> str | None:
+        """``scheme://host[:port]`` of the base when the string fast path applies, else ``None``."""
+        return self._origin
+
+    @property
+    def directory(self) -> str:
+        """The base's directory (path up to its last ``/``) when ``origin`` is not ``None``."""
+        return self._dir
+
     def resolve(self, href: str) -> str | None:
         """``resolve_url(self.base, href)``."""
         origin = self._origin

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from parsers.hrefs import resolve_all
 from parsers.links import (
     Resolver,
     normalize_url,
@@ -122,3 +123,59 @@ def test_resolver_remembers_nothing_wrong(base: str, links: list[tuple[str, str]
 def test_resolver_dot_segments(href: str) -> None:
     base = "http://example.com/a/b/c.html"
     assert Resolver(base).resolve(href) == resolve_url(base, href)
+
+
+_PAGE_HREFS = st.lists(
+    st.tuples(
+        st.sampled_from(["", " ", "\t", "\n "]),
+        _HREF,
+        st.sampled_from(["", "#", "#a", "#b c", "#/../x", "#\u00e9"]),
+        st.sampled_from(["", " ", "\n"]),
+    ).map("".join),
+    max_size=20,
+)
+
+
+@given(st.sampled_from(_RESOLVER_BASES), _PAGE_HREFS)
+def test_resolve_all_agrees_with_ada(base: str, hrefs: list[str]) -> None:
+    """The batch kernel gives, href for href, what ada gives for the stripped href (as
+    ``_links`` used to ask ``Resolver.resolve``), whatever the page holds: spaces, newlines,
+    fragments, non-ASCII characters, other schemes and hosts, dot segments."""
+    assert resolve_all(Resolver(base), hrefs) == [resolve_url(base, h.strip()) for h in hrefs]
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("../../docs/p1.html#s2", "http://example.com/docs/p1.html"),
+        ("./deep/p2.html", "http://example.com/a/b/deep/p2.html"),
+        ("/sub/../p3.html?ref=nav", "http://example.com/p3.html?ref=nav"),
+        ("http://example.com/x/./y/..", "http://example.com/x/"),
+        ("#top", "http://example.com/a/b/c.html"),
+        ("p4.html", "http://example.com/a/b/p4.html"),
+        ("../../../../..", "http://example.com/"),
+        ("/a//b/../c", "http://example.com/a//c"),
+        (".hidden/x", "http://example.com/a/b/.hidden/x"),
+        ("mailto:a@b.c", None),
+        ("//other.org/p", "http://other.org/p"),
+        ("?q=1", "http://example.com/a/b/c.html?q=1"),
+        (" /padded ", "http://example.com/padded"),
+        ("", "http://example.com/a/b/c.html"),
+    ],
+)
+def test_resolve_all_forms(href: str, expected: str | None) -> None:
+    base = "http://example.com/a/b/c.html"
+    # the same href among others, first and last, so that its place in the batch matters not
+    assert resolve_all(Resolver(base), [href]) == [expected]
+    assert resolve_all(Resolver(base), ["x", href, "/y"])[1] == expected
+    assert resolve_all(Resolver(base), ["x", "/y", href])[2] == expected
+
+
+def test_resolve_all_newline_inside_an_href() -> None:
+    base = "http://example.com/a/"
+    hrefs = ["b\nc", "/d", "e"]  # ada removes the newline: the kernel must not split there
+    assert resolve_all(Resolver(base), hrefs) == [
+        "http://example.com/a/bc",
+        "http://example.com/d",
+        "http://example.com/a/e",
+    ]
