@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parsers.hrefs import resolve_all
@@ -136,6 +136,7 @@ _PAGE_HREFS = st.lists(
 )
 
 
+@settings(deadline=None)  # the first example loads (or compiles) the numba kernel
 @given(st.sampled_from(_RESOLVER_BASES), _PAGE_HREFS)
 def test_resolve_all_agrees_with_ada(base: str, hrefs: list[str]) -> None:
     """The batch kernel gives, href for href, what ada gives for the stripped href (as
