@@ -12,7 +12,10 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
   replies are decoded on the loop that uses them. A worker answers in request order;
 - ``parse()`` callers are grouped into batches: a batch goes out when it holds
   ``batch_max`` pages or ``flush_delay_s`` after its first page, whichever comes first, to
-  the worker with the fewest requests outstanding;
+  the worker with the fewest requests outstanding. Each batch costs a pipe write, a
+  worker's wake-up and a reply read on both sides: at ~1,000 pages/s a 2 ms delay made
+  batches of ~2 pages; 16 ms and 32 pages take ~5 % less CPU for the same crawl (a page
+  waits at most 16 ms more for its parse, which only a chain of single pages notices);
 - a worker that dies (killed, out of memory) is replaced and its outstanding requests sent
   again, as many times in all as there are workers; one more death fails what was
   outstanding and every later request with ``BrokenProcessPool``.
@@ -146,8 +149,8 @@ class ParsePool:
         self,
         workers: int,
         *,
-        batch_max: int = 16,
-        flush_delay_s: float = 0.002,
+        batch_max: int = 32,
+        flush_delay_s: float = 0.016,
         extract: Callable[[Any, str], Any] | None = None,
     ) -> None:
         self.workers = workers
