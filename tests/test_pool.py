@@ -36,6 +36,19 @@ def test_batches_and_results_in_order() -> None:
     assert batches == 5  # 40 pages in batches of 8: five round trips, not forty
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policy")
+def test_workers_run_as_batch_work() -> None:
+    """Parse workers are SCHED_BATCH: woken by a batch they do not preempt the event loop."""
+
+    async def go() -> tuple[int, int]:
+        async with ParsePool(1) as pool:
+            return await pool.call(os.sched_getscheduler, 0), os.sched_getscheduler(0)
+
+    worker, crawl = asyncio.run(go())
+    assert worker == os.SCHED_BATCH
+    assert crawl != os.SCHED_BATCH  # the crawl process itself keeps its policy
+
+
 def test_a_failing_page_does_not_fail_its_batch() -> None:
     async def go() -> list[object]:
         async with ParsePool(1) as pool:
