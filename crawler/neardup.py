@@ -24,16 +24,29 @@ class NearDuplicates:
         self._tables: list[dict[int, list[tuple[int, str]]]] = [{} for _ in range(_BLOCKS)]
 
     def first_near(self, simhash: int, url: str) -> str | None:
-        """The first stored page within the distance, else ``None`` (and ``url`` is filed)."""
-        best: tuple[int, str] | None = None
-        keys = [(simhash >> (16 * i)) & _MASK for i in range(_BLOCKS)]
-        for table, key in zip(self._tables, keys, strict=True):
-            for other, other_url in table.get(key, ()):
-                distance = (simhash ^ other).bit_count()
-                if distance <= self._max_distance and (best is None or distance < best[0]):
-                    best = (distance, other_url)
-        if best is not None:
-            return best[1]
-        for table, key in zip(self._tables, keys, strict=True):
-            table.setdefault(key, []).append((simhash, url))
+        """The first stored page within the distance, else ``None`` (and ``url`` is filed).
+
+        Called for every stored page: the four blocks are written out rather than looped
+        over (most pages share no block with any other, and then this is 4 look-ups)."""
+        t0, t1, t2, t3 = self._tables
+        k0 = simhash & _MASK
+        k1 = (simhash >> 16) & _MASK
+        k2 = (simhash >> 32) & _MASK
+        k3 = (simhash >> 48) & _MASK
+        c0, c1, c2, c3 = t0.get(k0), t1.get(k1), t2.get(k2), t3.get(k3)
+        if c0 or c1 or c2 or c3:
+            best: tuple[int, str] | None = None
+            for candidates in (c0, c1, c2, c3):
+                for other, other_url in candidates or ():
+                    distance = (simhash ^ other).bit_count()
+                    if distance <= self._max_distance and (best is None or distance < best[0]):
+                        best = (distance, other_url)
+            if best is not None:
+                return best[1]
+        entry = (simhash, url)
+        for table, key, candidates in ((t0, k0, c0), (t1, k1, c1), (t2, k2, c2), (t3, k3, c3)):
+            if candidates is None:
+                table[key] = [entry]
+            else:
+                candidates.append(entry)
         return None

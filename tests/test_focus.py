@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import os
+import random
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from crawler import Settings
 from crawler.cli import main
 from crawler.focus import Focus
 from crawler.frontier import FetchJob, Frontier
-from crawler.neardup import NearDuplicates
+from crawler.neardup import MAX_DISTANCE, NearDuplicates
 from crawler.scoring import BM25Stats, TokenBatch, reference_bm25, score_batch
 from parsers.tokens import (
     TokenCounts,
@@ -98,6 +99,28 @@ def test_near_duplicates_index() -> None:
     assert index.first_near(0b1011 ^ 0b111 << 40, "b") == "a"  # distance 3
     assert index.first_near(0b1011 ^ 0b1111 << 20, "c") is None  # distance 4: filed
     assert index.first_near((1 << 64) - 1, "d") is None
+
+
+def test_near_duplicates_index_against_brute_force() -> None:
+    """Every page against every page filed before it: ``None`` exactly when none is within
+    the distance, else one at the smallest distance (clustered hashes, so both happen)."""
+    rng = random.Random(7)
+    centres = [rng.getrandbits(64) for _ in range(40)]
+    index = NearDuplicates()
+    filed: list[tuple[int, str]] = []
+    for i in range(3000):
+        simhash = rng.choice(centres)
+        for _ in range(rng.randrange(6)):
+            simhash ^= 1 << rng.randrange(64)
+        url = f"u{i}"
+        found = index.first_near(simhash, url)
+        distances = {u: (simhash ^ h).bit_count() for h, u in filed}
+        nearest = min(distances.values(), default=64)
+        if nearest <= MAX_DISTANCE:
+            assert found is not None and distances[found] == nearest
+        else:
+            assert found is None
+            filed.append((simhash, url))
 
 
 def _topic_site(site: SiteServer) -> None:
