@@ -77,6 +77,11 @@ _RESOLVER_BASES = [
     "https://example.com:8443/dir/",
     "http://user:pw@example.com:8080/x/y",
     "http://[::1]:8080/a/",
+    "http://127.0.0.1:18089/a/b/p1.html",
+    "http://10.0.0.255/x?y=1",
+    "http://1.2.3/",  # an IPv4 look-alike: ada writes 1.2.0.3
+    "http://01.2.3.4/",  # octal: ada writes 1.2.3.4
+    "http://256.1.1.1/",  # not an address: ada refuses it
     "http://example.com/a/b/c/d/e/",
     "http://example.com/a%7eb/c",  # an escape in the base: ada does it all
     "HTTP://Example.COM:80/a/./b",  # not normalised: ada does it all
@@ -84,9 +89,11 @@ _RESOLVER_BASES = [
 _HREF_PARTS = ["a", "B", "0", ".", "..", "../", "/", "//", "/.", "?", "=", "&", "-", "_", "~", "%7e", "#",
                ":", " ", "\t", "http://example.com", "https://example.com:8443", "@", "é",
                "http://other.org", "https://o-t.h3r.net", "http://x", "HTTP://Up.org",
-               "http://1.2.3.4", "http://a.0x1f", "http://a.b.", "http://xn--bcher-kva.de",
+               "http://1.2.3.4", "http://127.0.0.1:18089", "http://1.2.3.256", "http://01.2.3.4",
+               "http://1.2.3", "http://0x7f.0.0.1", "http://1.2.3.4.5", "http://1.2.3.4a", "http://a.0x1f", "http://a.b.", "http://xn--bcher-kva.de",
                "http://xn--a.de", "http://a..b", "http://-a-.b", ":80", ":443", ":0", ":8080",
-               ":99999", ":080", "#x:y", "#/../", "##"]  # fmt: skip
+               ":99999", ":080", "#x:y", "#/../", "##", "mailto:", "javascript:", "c:", "ftp://x",
+               "Http:", "http+x:", "http:", "https:", ":65535", ":65536", ":443/", "x-n--"]  # fmt: skip
 
 
 @given(
@@ -162,6 +169,11 @@ def test_resolve_all_agrees_with_ada(base: str, hrefs: list[str]) -> None:
         ("?q=1", "http://example.com/a/b/c.html?q=1"),
         (" /padded ", "http://example.com/padded"),
         ("", "http://example.com/a/b/c.html"),
+        ("https://other.org:443/x/../y?z=1#f", "https://other.org/y?z=1"),
+        ("http://cdn.other.org:8080", "http://cdn.other.org:8080/"),
+        ("HTTP://Other.org/", "http://other.org/"),
+        ("http:x", "http://example.com/a/b/x"),
+        ("javascript:void(0)", None),
     ],
 )
 def test_resolve_all_forms(href: str, expected: str | None) -> None:
