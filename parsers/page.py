@@ -97,6 +97,8 @@ class Page:
             return self.follow
         if self.nofollow or not self.links:
             return () if self.nofollow else self.links
+        if not self.nofollow_links:  # the usual case: every link
+            return self.links
         refused = frozenset(self.nofollow_links)
         return tuple(url for url in self.links if url not in refused)
 
