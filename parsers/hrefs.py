@@ -5,9 +5,10 @@ links, a sixth of a parse worker's time on the benchmark site. Most hrefs take i
 fast path (relative, ``../``, root-relative or same-origin absolute, made of plain
 characters, with or without a fragment): this module does exactly that fast path for all of a
 page's hrefs at once on their bytes, and hands every other href back to ``Resolver.resolve``
-(which asks ada). The results are equal, href for href (``tests/test_links.py``). The kernel also does what
-``parsers.links._fast_absolute`` does for absolute URLs to other hosts, and answers ``None``
-for any other scheme than http(s) (``mailto:``, ``javascript:``), as ada would.
+(which asks ada). The results are equal, href for href (``tests/test_links.py``). The
+kernel also does what ``parsers.links._fast_absolute`` does for absolute URLs to other hosts,
+and answers ``None`` for any other scheme than http(s) (``mailto:``, ``javascript:``), as ada
+would.
 
 Worker-side only (it imports numba): the crawl process never imports it.
 """

@@ -103,7 +103,8 @@ def _links(
 
     One selector pass over the tree; one attribute dict per node (each ``attributes`` call
     builds a new dict); the hrefs resolved together (``parsers.hrefs.resolve_all``).
-    ``terms``: query words to count in the anchor text of the links that ``wanted`` accepts (reading anchor text is the costly part: only new links need it).
+    ``terms``: query words to count in the anchor text of the links that ``wanted`` accepts
+    (reading anchor text is the costly part: only new links need it).
     ``invisible``: if given, the same pass appends the script, style, noscript and template
     elements to it, in document order (for ``_remove``).
     """
