@@ -486,6 +486,10 @@ class Engine:
         known = job.known
         if error is None:
             try:
+                send_at = self._frontier.sending(job, start)
+                if send_at > start:  # the host's previous request went out late
+                    await asyncio.sleep(send_at - start)
+                    start = time.monotonic()
                 check = check_redirect or partial(self._check_redirect, depth=job.depth)
                 result = await self._fetcher.fetch(
                     job.url, check, any_type=any_type,

@@ -12,6 +12,8 @@ A "host" here is an origin, ``scheme://host[:port]``: the unit robots.txt applie
 Invariants (tested as properties):
 - never more than ``per_host`` jobs of one host in flight;
 - never a job started on a host before its ``next_start``;
+- requests of a host go out at least ``min_delay_s`` apart (``--delay``, ``Crawl-delay``) as
+  sent, not only as handed out: a job whose task ran late holds back the next (``sending``);
 - every URL is handed out at most once, except as an explicit retry;
 - ``next(now)`` is O(log hosts) amortised: a heap of hosts ordered by when they may start.
 """
@@ -84,6 +86,8 @@ class _Host:
     """A heap of (-priority, sequence, url, depth, kind, attempt, known)."""
     in_flight: int = 0
     next_start: float = 0.0
+    sent_at: float = -math.inf
+    """When the host's latest request was (or will be) sent: ``sending``."""
     scheduled: bool = False
     robots: RobotsState = RobotsState.UNKNOWN
     rules: Rules | None = None
@@ -250,6 +254,23 @@ class Frontier:
         host.scheduled = True
         self._seq += 1
         heapq.heappush(self._ready, (max(host.next_start, now), self._seq, host.origin))
+
+    def sending(self, job: FetchJob, now: float) -> float:
+        """The request of ``job`` (handed out by ``next``) is about to be sent at ``now``:
+        the time it may be sent, ``now`` or later.
+
+        ``next`` spaces jobs as it hands them out; the task that sends one can still run late
+        (a busy event loop, a starved process) while the next one runs on time. This keeps
+        the host's floor delay (``--delay``, ``Crawl-delay``) between requests as sent, and
+        pushes the host's next start back to match.
+        """
+        host = self._hosts[job.origin]
+        min_delay = host.pace.min_delay_s
+        at = max(now, host.sent_at + min_delay)
+        host.sent_at = at
+        if min_delay:
+            host.next_start = max(host.next_start, at + min_delay)
+        return at
 
     # -- finishing --------------------------------------------------------------------------
     def release(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crawler.frontier import FetchJob, Frontier
@@ -73,27 +73,72 @@ def test_hosts_are_independent() -> None:
     ]
 
 
+def test_a_late_request_holds_the_next_one_of_its_host_back() -> None:
+    f = Frontier(per_host=2, delay_s=1.0, check_robots=False)
+    for i in range(3):
+        f.add(f"http://a.com/{i}", 0, 0.0)
+    first = f.next(0.0)
+    assert isinstance(first, FetchJob) and f.sending(first, 0.0) == 0.0  # on time
+    second = f.next(1.0)
+    assert isinstance(second, FetchJob)
+    assert f.sending(second, 1.7) == 1.7  # its task ran 0.7 s late: it goes now ...
+    f.release(first, 1.8)
+    assert f.next(2.0) == 2.7  # ... and the host's next start moves with it
+    assert isinstance(f.next(2.7), FetchJob)
+
+
+def test_requests_go_out_the_floor_delay_apart_whatever_their_tasks_lag() -> None:
+    f = Frontier(per_host=4, delay_s=1.0, check_robots=False)
+    for i in range(4):
+        f.add(f"http://a.com/{i}", 0, 0.0)
+    jobs = [f.next(t) for t in (0.0, 1.0, 2.0)]
+    assert all(isinstance(j, FetchJob) for j in jobs)
+    f.add("http://b.com/", 0, 2.0)
+    # the first task ran 1.9 s late, the two others on time: sent 1.0 s apart all the same
+    sent = [f.sending(jobs[1], 1.0), f.sending(jobs[0], 1.9), f.sending(jobs[2], 2.0)]
+    assert sent == [1.0, 2.0, 3.0]
+    b = f.next(3.0)  # the other hosts go on as before
+    assert isinstance(b, FetchJob) and b.origin == "http://b.com"
+    assert f.sending(b, 3.0) == 3.0
+    assert f.next(3.0) == 4.0
+
+
 actions = st.lists(
-    st.tuples(st.sampled_from(["add", "next", "release", "tick"]), st.integers(0, 30)),
+    st.tuples(st.sampled_from(["add", "next", "send", "release", "tick"]), st.integers(0, 30)),
     max_size=200,
 )
 
 
 @settings(max_examples=150, deadline=None)
 @given(actions, st.integers(1, 3), st.sampled_from([0.0, 0.5, 2.0]))
+# two jobs of a host handed out 2 s apart, the first one's task running late: sent together?
+@example([("add", 0), ("add", 3), ("next", 0), ("tick", 20), ("next", 0), ("send", 0),
+          ("send", 0)], 2, 2.0)  # fmt: skip
 def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay: float) -> None:
     f = Frontier(per_host=per_host, delay_s=delay, check_robots=False)
     now = 0.0
     running: list[FetchJob] = []
+    unsent: list[FetchJob] = []
     handed: set[str] = set()
     last_start: dict[str, float] = {}
+    last_sent: dict[str, float] = {}
     for op, n in ops:
         if op == "add":
             f.add(f"http://h{n % 3}.com/p{n}", 0, now)
         elif op == "tick":
             now += n / 10
+        elif op == "send" and unsent:
+            job = unsent.pop(n % len(unsent))
+            at = f.sending(job, now)  # jobs' tasks may send in any order, at any lag
+            assert at >= now
+            if job.origin in last_sent:
+                assert at - last_sent[job.origin] >= delay - 1e-9
+            last_sent[job.origin] = at
         elif op == "release" and running:
-            f.release(running.pop(n % len(running)), now)
+            job = running.pop(n % len(running))
+            if job in unsent:
+                unsent.remove(job)
+            f.release(job, now)
         elif op == "next":
             job = f.next(now)
             if isinstance(job, float):
@@ -105,5 +150,6 @@ def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay:
                     assert now - last_start[job.origin] >= delay - 1e-9
                 last_start[job.origin] = now
                 running.append(job)
+                unsent.append(job)
                 assert sum(j.origin == job.origin for j in running) <= per_host
         assert f.in_flight == len(running)

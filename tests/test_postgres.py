@@ -594,8 +594,8 @@ DELAY = 0.05
 PER_HOST = 2
 
 
-def worker_flags(*extra: str) -> list[str]:
-    return ["--delay", str(DELAY), "--per-host", str(PER_HOST), "--lease-ttl", "2",
+def worker_flags(*extra: str, delay: float = DELAY) -> list[str]:
+    return ["--delay", str(delay), "--per-host", str(PER_HOST), "--lease-ttl", "2",
             "--no-progress", "--no-sitemaps", "--workers", "1", "--concurrency", "8",
             "--quiet", *extra]  # fmt: skip
 
@@ -606,15 +606,16 @@ def seeds_file(tmp_path: Path, site: MultiHostSite) -> Path:
     return path
 
 
-def assert_polite(site: MultiHostSite) -> None:
+def assert_polite(site: MultiHostSite, delay: float, slack: float) -> None:
     """Per host, from the server's clock: never more than ``--per-host`` requests at once
-    and request starts ``--delay`` apart (less a little for the loopback's jitter)."""
+    and request starts ``delay`` apart, less ``slack``: a server thread that gets the CPU
+    late on a loaded machine notes a request late, and the gap after it looks short."""
     for h, server in enumerate(site.servers):
         hits = sorted(server.hits, key=lambda hit: hit.start)
         assert max_concurrency(hits) <= PER_HOST, f"host {h}: too many requests at once"
         gaps = [b.start - a.start for a, b in itertools.pairwise(hits[1:])]
         # (the first request's arrival includes the connection's setup: skip that gap)
-        assert min(gaps) >= DELAY - 0.02, f"host {h}: requests {min(gaps):.3f} s apart"
+        assert min(gaps) >= delay - slack, f"host {h}: requests {min(gaps):.3f} s apart"
 
 
 @pytest.mark.slow
@@ -622,15 +623,20 @@ def assert_polite(site: MultiHostSite) -> None:
 def test_workers_crawl_a_multi_host_site_together(
     pg_dsn: str, tmp_path: Path, workers: int
 ) -> None:
-    with MultiHostSite(hosts=4, pages=40, latency_s=0.1) as site:
+    # A delay long beside the scheduling lag of 2 cores shared by 4 crawls, their parse
+    # workers, PostgreSQL and the servers (a request noted 35 ms late was seen in CI with
+    # --delay 0.05), and a latency that keeps --per-host requests in flight.
+    delay = 0.15
+    with MultiHostSite(hosts=4, pages=40, latency_s=0.35) as site:
         seeds = seeds_file(tmp_path, site)
-        procs = [Worker(tmp_path, seeds, pg_dsn, *worker_flags()) for _ in range(workers)]
+        flags = worker_flags(delay=delay)
+        procs = [Worker(tmp_path, seeds, pg_dsn, *flags) for _ in range(workers)]
         codes = [proc.wait(150) for proc in procs]
         assert codes == [0] * workers, "\n".join(p.stderr() for p in procs)
         counts = site.fetch_counts()
         assert set(counts) == site.urls()  # the whole site ...
         assert max(counts.values()) == 1  # ... each page fetched once
-        assert_polite(site)
+        assert_polite(site, delay, slack=0.05)
         stored = {r[0] for r in query(pg_dsn, "SELECT url FROM pages")}
         assert stored == site.urls()
         assert scalar(pg_dsn, "SELECT count(*) FROM urls WHERE state = 'queued'") == 0
