@@ -46,7 +46,7 @@ from crawler.settings import Settings
 from crawler.ssrf import HostAllowed, allow_hosts, check_url_host
 from crawler.traps import TrapLimits, strip_session_ids, trap_reason
 from crawler.urls import Scope, normalize_url, url_hostname
-from parsers.page import Page, ParseJob, content_hash
+from parsers.page import Page, ParseJob, same_content
 from storage.base import (
     PageRecord,
     QueuedUrl,
@@ -572,7 +572,7 @@ class Engine:
                 known.content_hash is not None
                 and 200 <= result.status < 300
                 and result.body is not None
-                and content_hash(result.body) == known.content_hash
+                and same_content(result.body, known.content_hash)
             )
         ):
             return unchanged_record(job, result, fetched_at)

@@ -49,7 +49,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             meta_robots   TEXT,
             depth         INTEGER NOT NULL,          -- links from a seed (seeds: 0)
             body_bytes    BIGINT,
-            content_hash  TEXT,                      -- BLAKE2b-128 of the body, hex
+            content_hash  TEXT,                      -- parsers.page.content_hash of the body
             fetched_at    TEXT NOT NULL,             -- ISO-8601 UTC
             run_id        BIGINT REFERENCES runs(id),
             outlinks      TEXT NOT NULL DEFAULT '[]', -- JSON array of every outlink

@@ -73,7 +73,7 @@ MIGRATIONS: tuple[Migration, ...] = (
             meta_robots   TEXT,
             depth         INTEGER NOT NULL,          -- links from a seed (seeds: 0)
             body_bytes    INTEGER,
-            content_hash  TEXT,                      -- BLAKE2b-128 of the body, hex
+            content_hash  TEXT,                      -- parsers.page.content_hash of the body
             fetched_at    TEXT NOT NULL,             -- ISO-8601 UTC
             run_id        INTEGER REFERENCES runs(id),
             outlinks      TEXT NOT NULL DEFAULT '[]', -- JSON array of every outlink

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import pickle
 import re
@@ -19,7 +20,7 @@ from parsers.html import (
     parse_batch,
     parse_page,
 )
-from parsers.page import Page, ParseFailure, ParseJob
+from parsers.page import Page, ParseFailure, ParseJob, same_content
 
 
 def job(body: bytes | str, url: str = "http://example.com/dir/page.html", **kw: object) -> ParseJob:
@@ -56,6 +57,16 @@ def test_fields() -> None:
     )
     assert not page.noindex and not page.nofollow
     assert page.content_hash == content_hash(DOC.encode())
+
+
+def test_content_hash_and_the_hashes_of_older_versions() -> None:
+    body = DOC.encode()
+    digest = content_hash(body)
+    assert digest.startswith("b3:") and len(digest) == 3 + 32
+    assert digest == content_hash(bytes(body)) != content_hash(body + b" ")
+    assert same_content(body, digest) and not same_content(body + b" ", digest)
+    blake2b = hashlib.blake2b(body, digest_size=16).hexdigest()  # stored before BLAKE3
+    assert same_content(body, blake2b) and not same_content(body[:-1], blake2b)
 
 
 def test_base_href() -> None:

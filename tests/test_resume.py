@@ -14,6 +14,7 @@ local aiohttp servers (``tests.sites.PageSite``) whose request records count eve
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import random
 import re
@@ -22,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -389,6 +391,36 @@ def test_without_validators_an_identical_200_counts_as_unchanged(tmp_path: Path)
     assert page_column(db, site, "content_hash") == hashes_1
     assert url_column(db, site, "interval_s") == every_page(site, pytest.approx(2.0))
     assert_complete(db, site)
+
+
+def test_hashes_of_an_older_version_still_tell_unchanged_pages(tmp_path: Path) -> None:
+    """A database whose pages carry the unprefixed BLAKE2b-128 digests that versions before
+    BLAKE3 stored: a recrawl recognises the unchanged bodies by them, keeps them, and gives
+    a page that changed a ``b3:`` hash (the old one kept as ``previous_hash``)."""
+    site = PageSite(30, links=3, seed=10)  # no validators: only the hash tells
+    db = tmp_path / "old.db"
+    flags = ["--concurrency", "8", "--per-host", "8", "--recrawl-after", "1s", "--store-body"]
+    with SiteServer() as server:
+        site.serve(server)
+        seeds = seeds_file(tmp_path, server.url + "/")
+        crawl_ok(seeds, db, *flags)
+        assert all(h.startswith("b3:") for h in page_column(db, site, "content_hash").values())
+        with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+            for url, body in conn.execute("SELECT url, body FROM pages").fetchall():
+                old = hashlib.blake2b(zlib.decompress(body), digest_size=16).hexdigest()
+                conn.execute("UPDATE pages SET content_hash = ? WHERE url = ?", (old, url))
+        old_hashes = page_column(db, site, "content_hash")
+        site.change(3, 11)
+        time.sleep(1.3)
+        crawl_ok(seeds, db, *flags)
+
+    assert last_run(db, "status", "pages_unchanged") == ("finished", site.n - 2)
+    hashes, previous = page_column(db, site, "content_hash"), page_column(db, site, "previous_hash")
+    for i in range(site.n):
+        if i in (3, 11):
+            assert hashes[i].startswith("b3:") and previous[i] == old_hashes[i]
+        else:
+            assert hashes[i] == old_hashes[i] and previous[i] is None
 
 
 def test_max_interval_caps_the_doubling(tmp_path: Path) -> None:
