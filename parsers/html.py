@@ -30,7 +30,8 @@ _LINKS_AND_INVISIBLE = f"{_LINK_SELECTOR}, {_INVISIBLE_SELECTOR}"
 """One walk of the tree finds both (a walk costs ~0.2 ms on an 80 KB page, whatever it finds)."""
 _FRAME_TAGS = frozenset({"frame", "iframe"})
 _WORDS = re.compile(r"[a-z0-9\x80-\U0010ffff]+")
-_HEAD_SELECTOR = 'title, base[href], meta[name="robots" i], link[rel~="canonical" i]'
+_ASCII_SPACE = re.compile("[ \t\n\f\r]")
+"""What separates the tokens of an attribute like ``rel`` (HTML's ASCII whitespace)."""
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _BOMS = (
@@ -162,27 +163,38 @@ class _Head:
 
 
 def _head(tree: LexborHTMLParser) -> _Head:
-    """Title, ``<base href>``, meta robots and canonical in one selector pass (first of each)."""
+    """Title, ``<base href>``, ``<meta name=robots>`` and ``<link rel=canonical>``: the first
+    of each in the head (what the selector ``title, base[href], meta[name="robots" i],
+    link[rel~="canonical" i]`` would find first), by walking the head's few elements: a
+    selector query costs 20 us a page, most of it setting the query up; the walk 5."""
     head = _Head()
-    seen: set[str] = set()
     scope = tree.head if tree.head is not None else tree.root
     if scope is None:
         return head
-    for node in scope.css(_HEAD_SELECTOR):
-        tag = node.tag or ""
-        if tag in seen:
-            continue
-        seen.add(tag)
+    title = base = meta = link = False
+    for node in scope.traverse():
+        tag = node.tag
         if tag == "title":
-            head.title = " ".join(node.text().split())
-        else:
+            if not title:
+                title = True
+                head.title = " ".join(node.text().split())
+        elif tag == "meta":
+            if not meta:
+                attributes = node.attributes
+                if (attributes.get("name") or "").lower() == "robots":
+                    meta = True
+                    head.meta_robots = (attributes.get("content") or "").strip()
+        elif tag == "link":
+            if not link:
+                attributes = node.attributes
+                if "canonical" in _ASCII_SPACE.split((attributes.get("rel") or "").lower()):
+                    link = True
+                    head.canonical = (attributes.get("href") or "").strip() or None
+        elif tag == "base" and not base:
             attributes = node.attributes
-            if tag == "base":
+            if "href" in attributes:
+                base = True
                 head.base = (attributes.get("href") or "").strip() or None
-            elif tag == "meta":
-                head.meta_robots = (attributes.get("content") or "").strip()
-            else:
-                head.canonical = (attributes.get("href") or "").strip() or None
     return head
 
 

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
 from parsers.html import (
+    _Head,
+    _head,
     _links,
     _strip_invisible,
     choose_charset,
@@ -67,6 +69,43 @@ def test_content_hash_and_the_hashes_of_older_versions() -> None:
     assert same_content(body, digest) and not same_content(body + b" ", digest)
     blake2b = hashlib.blake2b(body, digest_size=16).hexdigest()  # stored before BLAKE3
     assert same_content(body, blake2b) and not same_content(body[:-1], blake2b)
+
+
+HEAD_SELECTOR = 'title, base[href], meta[name="robots" i], link[rel~="canonical" i]'
+head_elements = st.lists(
+    st.sampled_from([
+        "<title>T one</title>", "<title> T  two </title>", '<base href="/b/">', "<base>",
+        '<base href="">', '<meta name="robots" content="noindex">', '<meta name="ROBOTS" content=" A ">',
+        '<meta name="robots">', '<meta name="robotsx" content="x">', '<meta content="y" name="Robots">',
+        '<link rel="canonical" href="/c1">', '<link rel="alternate CANONICAL" href=" /c2 ">',
+        '<link rel="canonical">', '<link rel="canonicalx" href="/c3">', '<link rel="canonical\xa0x" href="/c4">',
+        '<link rel="x\tcanonical" href="/c5">', "<noscript><meta name=robots content=ns></noscript>",
+        '<style>p{}</style>', '<meta charset="utf-8">', "<script>var t='<title>no</title>'</script>",
+    ]),
+    max_size=8,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(head_elements)
+def test_head_walk_finds_what_the_selector_finds(elements: list[str]) -> None:
+    tree = LexborHTMLParser(f"<html><head>{''.join(elements)}</head><body><p>x</p></body></html>")
+    expected = _Head()
+    seen: set[str] = set()
+    for node in tree.head.css(HEAD_SELECTOR):  # the query _head's walk replaced
+        if node.tag in seen:
+            continue
+        seen.add(node.tag)
+        attributes = node.attributes
+        if node.tag == "title":
+            expected.title = " ".join(node.text().split())
+        elif node.tag == "base":
+            expected.base = (attributes.get("href") or "").strip() or None
+        elif node.tag == "meta":
+            expected.meta_robots = (attributes.get("content") or "").strip()
+        else:
+            expected.canonical = (attributes.get("href") or "").strip() or None
+    assert _head(tree) == expected
 
 
 def test_base_href() -> None:
