@@ -266,19 +266,22 @@ class Engine:
             open_session(self.settings, self._host_allowed) as session,
             ParsePool(self.settings.parse_workers, extract=self.hooks.extract) as pool,
         ):
-            self._fetcher = Fetcher(session, self.settings)
+            self._fetcher = fetcher = Fetcher(session, self.settings)
             self._pool = pool
-            async with asyncio.TaskGroup() as tasks:
-                self._tasks = tasks
-                writer = tasks.create_task(self._write(run_id))
-                ticker = tasks.create_task(self._tick()) if self._on_progress else None
-                beat = tasks.create_task(self._heartbeat(run_id)) if self._shared else None
-                await self._dispatch(tasks)
-                await self._records.put(None)
-                await writer
-                for task in (ticker, beat):
-                    if task is not None:
-                        task.cancel()
+            try:
+                async with asyncio.TaskGroup() as tasks:
+                    self._tasks = tasks
+                    writer = tasks.create_task(self._write(run_id))
+                    ticker = tasks.create_task(self._tick()) if self._on_progress else None
+                    beat = tasks.create_task(self._heartbeat(run_id)) if self._shared else None
+                    await self._dispatch(tasks)
+                    await self._records.put(None)
+                    await writer
+                    for task in (ticker, beat):
+                        if task is not None:
+                            task.cancel()
+            finally:
+                fetcher.close()  # its deadlines' timer: nothing left to watch on the loop
         if self.settings.max_time is not None:
             deadline.cancel()
         if self._on_progress is not None:

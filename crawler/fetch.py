@@ -181,6 +181,13 @@ class Deadlines:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def close(self) -> None:
+        """Stop the timer (requests still in flight keep no deadline)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._entries.clear()
+
     def _expire(self) -> None:
         self._timer = None
         loop = asyncio.get_running_loop()
@@ -206,6 +213,11 @@ class Fetcher:
         self._timeout_s = settings.timeout
         self._keep_raw = settings.store_body
         self.deadlines = Deadlines(settings.timeout)
+
+    def close(self) -> None:
+        """The crawl is over: leave no timer behind on the event loop (a library user's
+        loop lives on)."""
+        self.deadlines.close()
 
     async def fetch(
         self,

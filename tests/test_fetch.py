@@ -175,6 +175,13 @@ def test_deadlines_of_many_requests_share_one_timer() -> None:
                 await waiting
             await asyncio.sleep(1.0)  # past its deadline: nothing fires at a finished task
             assert len(fetcher.deadlines) <= 1
+            pending = asyncio.create_task(fetcher.fetch(base + "/silent"))
+            await asyncio.sleep(0.1)
+            fetcher.close()  # the crawl is over: no timer left on the loop
+            assert len(fetcher.deadlines) == 0 and fetcher.deadlines._timer is None
+            pending.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await pending
 
     with SiteServer() as server:
         server.routes = {"/page": html_handler("<title>t</title>"), "/silent": silent,
