@@ -112,12 +112,15 @@ def warm_up() -> int:
     cache before the first real batch; returns the pid."""
     from selectolax.lexbor import LexborHTMLParser
 
-    from parsers.hrefs import resolve_all
-    from parsers.links import Resolver
-    from parsers.tokens import page_terms
+    from parsers.kernel_cache import quick_cache_loads
 
-    LexborHTMLParser("<p>warm</p>").css_first("p")
-    resolve_all(Resolver("http://warm.up/a/"), ["../b#c", "/d"])
-    page_terms("warm up the kernels", (1,))
-    page_terms("warm up the kernels")
+    with quick_cache_loads():  # the kernels' machine code, without numba's compiler set-up
+        from parsers.hrefs import resolve_all
+        from parsers.links import Resolver
+        from parsers.tokens import page_terms
+
+        LexborHTMLParser("<p>warm</p>").css_first("p")
+        resolve_all(Resolver("http://warm.up/a/"), ["../b#c", "/d"])
+        page_terms("warm up the kernels", (1,))
+        page_terms("warm up the kernels")
     return os.getpid()

@@ -1,0 +1,100 @@
+"""``parsers.kernel_cache.quick_cache_loads``: cached kernels load without numba's compiler set-up.
+
+Each case runs in a fresh interpreter (numba's contexts are process-wide) on a small kernel
+of its own that allocates (so it needs numba's runtime), with its own cache directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+KERNEL = """
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def squares(n):
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        out[i] = i * i
+    return out
+"""
+
+RUN = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from numba.core.caching import Cache
+if sys.argv[2] == "quick-load-fails":
+    real = Cache._load_overload
+    failed = []
+
+    def failing_once(self, sig, target_context):
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("symbol not found")
+        return real(self, sig, target_context)
+
+    Cache._load_overload = failing_once
+original = Cache.load_overload
+from parsers.kernel_cache import quick_cache_loads
+with quick_cache_loads() as quick:
+    import kern
+    result = kern.squares(6).tolist()
+print(json.dumps({
+    "quick": quick,
+    "result": result,
+    "registries_loaded": "numba.np.arraymath" in sys.modules,
+    "hits": sum(kern.squares.stats.cache_hits.values()),
+    "misses": sum(kern.squares.stats.cache_misses.values()),
+    "restored": Cache.load_overload is original,
+}))
+"""
+
+
+def _run(tmp_path: Path, mode: str = "normal") -> dict[str, Any]:
+    (tmp_path / "kern.py").write_text(textwrap.dedent(KERNEL))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(tmp_path), mode],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+SQUARES = [0, 1, 4, 9, 16, 25]
+
+
+def test_a_cache_miss_compiles_and_a_hit_loads_without_the_lowering_registries(
+    tmp_path: Path,
+) -> None:
+    first = _run(tmp_path)
+    assert first["quick"] and first["restored"]
+    assert first["result"] == SQUARES
+    assert (first["misses"], first["hits"]) == (1, 0)  # compiled, with numba's full set-up
+    assert first["registries_loaded"]
+
+    second = _run(tmp_path)
+    assert second["result"] == SQUARES
+    assert (second["misses"], second["hits"]) == (0, 1)  # from the cache
+    assert not second["registries_loaded"]  # numba's lowering registries were not imported
+    assert second["restored"]
+
+
+def test_a_quick_load_that_fails_is_retried_the_normal_way(tmp_path: Path) -> None:
+    _run(tmp_path)  # fills the cache
+    retried = _run(tmp_path, "quick-load-fails")
+    assert retried["result"] == SQUARES
+    assert retried["hits"] == 1  # loaded from the cache all the same, after a refresh
+    assert retried["registries_loaded"]
+    assert retried["restored"]
