@@ -33,6 +33,9 @@ _WORDS = re.compile(r"[a-z0-9\x80-\U0010ffff]+")
 _ASCII_SPACE = re.compile("[ \t\n\f\r]")
 """What separates the tokens of an attribute like ``rel`` (HTML's ASCII whitespace)."""
 
+_JSON_ESCAPED = bytes(range(0x20)) + b"\\"
+"""What ``json.dumps(..., ensure_ascii=False)`` escapes in an ASCII string, but for ``"``."""
+
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
@@ -63,6 +66,20 @@ def choose_charset(header_charset: str | None, body: bytes, *, detect: bool = Fa
 def _meta_charset(body: bytes) -> str | None:
     match = _META_CHARSET.search(body, 0, 2048)
     return match.group(1).decode("ascii", "replace") if match else None
+
+
+def links_json(links: tuple[str, ...]) -> str:
+    """``json.dumps(links, ensure_ascii=False)``, joined directly where no URL holds a
+    character JSON escapes (a normalised URL never does: ada percent-encodes quotes, controls
+    and spaces, and turns backslashes into slashes): 6 instead of 25-45 us for a page's 50 links."""
+    if not links:
+        return "[]"
+    joined = '", "'.join(links)
+    if joined.isascii() and joined.count('"') == 2 * len(links) - 2:
+        raw = joined.encode("ascii")
+        if len(raw.translate(None, _JSON_ESCAPED)) == len(raw):
+            return f'["{joined}"]'
+    return json.dumps(links, ensure_ascii=False)
 
 
 def _robots_flags(*directives: str) -> tuple[bool, bool]:
@@ -270,7 +287,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
         body_bytes=len(job.body),
         noindex=noindex,
         nofollow=nofollow,
-        links_json=json.dumps(links, ensure_ascii=False),
+        links_json=links_json(links),
         nofollow_links=nofollow_links,
         tokens=terms.blob,
         simhash=terms.simhash,

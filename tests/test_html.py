@@ -19,6 +19,7 @@ from parsers.html import (
     _strip_invisible,
     choose_charset,
     content_hash,
+    links_json,
     parse_batch,
     parse_page,
 )
@@ -224,3 +225,17 @@ def test_one_walk_finds_the_links_and_removes_what_the_separate_queries_do(html:
     text = root.text(separator=" ", strip=True).strip() if root is not None else ""
     assert page.links == links
     assert page.text == text
+
+
+_URL_TEXT = st.text(
+    alphabet=st.sampled_from(list('htp:/.abc?=&%-_~"\\, \x00\x1f\x7fé\u2028')), max_size=12
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_URL_TEXT, max_size=6).map(tuple))
+def test_links_json_is_json_dumps(links: tuple[str, ...]) -> None:
+    """The joined fast path gives ``json.dumps``'s text exactly, and falls back to it for
+    anything that needs escaping (quotes, backslashes, controls) or is not ASCII."""
+    assert links_json(links) == json.dumps(links, ensure_ascii=False)
+    assert json.loads(links_json(links)) == list(links)
