@@ -9,7 +9,8 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
   ``parsers.worker.serve``;
 - requests and replies travel as pickles over pipes that the event loop reads and writes
   itself (asyncio pipe transports): no executor threads, no cross-thread wake-ups, and the
-  replies are decoded on the loop that uses them. A worker answers in request order;
+  replies are decoded on the loop that uses them. A request's page bodies travel beside its
+  pickle, uncopied (``parsers.wire``). A worker answers in request order;
 - ``parse()`` callers are grouped into batches: a batch goes out when it holds
   ``batch_max`` pages or ``flush_delay_s`` after its first page, whichever comes first, to
   the worker with the fewest requests outstanding. Each batch costs a pipe write, a
@@ -39,6 +40,7 @@ from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseError
 from crawler.forkserver import context as _context
+from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
 from parsers.worker import parse_batch, serve
 
@@ -65,11 +67,13 @@ _FRAME = struct.Struct("!i")
 _LONG_FRAME = struct.Struct("!Q")
 
 
-def _frame(payload: bytes) -> list[bytes]:
-    """``payload`` framed as ``Connection.send_bytes`` does (what ``recv_bytes`` reads)."""
-    if len(payload) > 0x7FFFFFFF:
-        return [_FRAME.pack(-1), _LONG_FRAME.pack(len(payload)), payload]
-    return [_FRAME.pack(len(payload)), payload]
+def _frame(parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """The message made of ``parts`` framed as ``Connection.send_bytes`` frames one (what
+    ``recv_bytes`` reads)."""
+    size = sum(len(part) if isinstance(part, bytes) else part.nbytes for part in parts)
+    if size > 0x7FFFFFFF:
+        return [_FRAME.pack(-1), _LONG_FRAME.pack(size), *parts]
+    return [_FRAME.pack(size), *parts]
 
 
 Reply = Callable[[bool, Any], None]
@@ -79,7 +83,7 @@ Reply = Callable[[bool, Any], None]
 class _Request:
     __slots__ = ("frame", "reply")
 
-    def __init__(self, frame: list[bytes], reply: Reply) -> None:
+    def __init__(self, frame: list[bytes | memoryview], reply: Reply) -> None:
         self.frame = frame
         self.reply = reply
 
@@ -269,11 +273,11 @@ class ParsePool:
             reply(False, self._broken)
             return
         try:
-            payload = pickle.dumps((function, args), protocol=pickle.HIGHEST_PROTOCOL)
+            parts = wire.encode((function, args))  # bodies beside the pickle, not copied in
         except Exception as exc:  # a job that cannot travel: the caller's error
             reply(False, exc)
             return
-        request = _Request(_frame(payload), reply)
+        request = _Request(_frame(parts), reply)
         if self._live:
             min(self._live, key=_load).send(request)
         else:

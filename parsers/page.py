@@ -9,6 +9,7 @@ of the boundary, and a frozen dataclass's ``__init__`` costs ~10x as much (an
 from __future__ import annotations
 
 import hashlib
+import pickle
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -57,9 +58,14 @@ class ParseJob:
     """Token ids of the query (``parsers.tokens.query_ids``): their counts in the text are
     returned in ``Page.query_tf``, so that the main process scores without the token blob."""
 
-    def __reduce__(self) -> tuple[type[ParseJob], tuple[object, ...]]:
+    def __reduce_ex__(self, protocol: int) -> tuple[object, tuple[object, ...]]:  # type: ignore[override]
         # As ``Page.__reduce__``: every fetched page crosses the process boundary in one.
-        return (ParseJob, _job_fields(self))
+        # From protocol 5 the body is offered as a buffer, which ``parsers.wire`` sends
+        # beside the pickle instead of copying it in (any other pickling copies it as bytes).
+        fields = _job_fields(self)
+        if protocol >= 5 and type(self.body) is bytes:
+            fields = (*fields[:_BODY], pickle.PickleBuffer(self.body), *fields[_BODY + 1 :])
+        return (_job, fields)
 
 
 @dataclass(slots=True)
@@ -127,8 +133,18 @@ class Page:
 
 
 _job_fields = attrgetter(*ParseJob.__slots__)
+_BODY = ParseJob.__slots__.index("body")
 _page_fields = attrgetter(*Page.__slots__)
 """Every field's value, as a tuple in ``__init__``'s order (one C call)."""
+
+
+def _job(*fields: object) -> ParseJob:
+    """Unpickles a ``ParseJob``: a body that came as a buffer (``parsers.wire``) is copied
+    out into ``bytes``, what the parser takes."""
+    body = fields[_BODY]
+    if type(body) is not bytes and body is not None:
+        fields = (*fields[:_BODY], bytes(body), *fields[_BODY + 1 :])  # type: ignore[call-overload]
+    return ParseJob(*fields)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

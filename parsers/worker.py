@@ -18,6 +18,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
 
 
@@ -35,7 +36,7 @@ def serve(
     """The worker's life: set up, warm up, then answer requests in order until the crawl
     closes its end of ``requests`` (or dies).
 
-    A request is a pickled ``(function, args)``; the reply a pickled ``(True, result)`` or
+    A request is ``(function, args)`` as ``parsers.wire`` sends it; the reply a pickled ``(True, result)`` or
     ``(False, exception)``, framed as ``Connection.send_bytes`` frames them (the pool's
     event loop reads them without a thread). One reply per request, in request order."""
     init_worker(extract)
@@ -46,7 +47,7 @@ def serve(
         except (EOFError, OSError):
             return  # the crawl is done with this worker, or gone
         try:
-            function, args = pickle.loads(request)
+            function, args = wire.decode(request)
             reply: tuple[bool, object] = (True, function(*args))
         except Exception as exc:  # the caller's to handle, as if raised there
             reply = (False, exc)

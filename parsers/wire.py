@@ -1,0 +1,47 @@
+"""The parse pool's request messages: a pickle whose large byte strings travel beside it.
+
+Owns: ``encode`` (the crawl process) and ``decode`` (a parse worker). A batch of pages is
+~0.9 MB of bodies: copied into one pickle, that cost the event loop ~33 us a page (a fresh
+buffer of that size, grown and copied as it fills). Pickle protocol 5 hands such buffers out
+instead (``ParseJob`` offers its body as a ``pickle.PickleBuffer``): the message is a short
+header, the pickle of everything else, then each buffer as it is, written to the pipe
+without a copy (the transport's ``writelines``). The worker slices them out of the message.
+
+Layout (little-endian): ``u32`` buffer count ``n``, ``u64`` pickle size, ``n`` x ``u64``
+buffer sizes, the pickle, the buffers.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from typing import Any
+
+_COUNT = struct.Struct("<I")
+
+
+def encode(obj: Any) -> list[bytes | memoryview]:
+    """The parts of ``obj``'s message, in order (their concatenation is the message)."""
+    buffers: list[pickle.PickleBuffer] = []
+    payload = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    views = [buffer.raw() for buffer in buffers]
+    sizes = struct.pack(f"<{len(views) + 1}Q", len(payload), *(view.nbytes for view in views))
+    return [_COUNT.pack(len(views)), sizes, payload, *views]
+
+
+def decode(message: bytes | memoryview) -> Any:
+    """The object ``encode`` made ``message`` of; its buffers arrive as read-only
+    ``memoryview`` slices of ``message`` (``ParseJob`` copies its body out)."""
+    view = memoryview(message)
+    (count,) = _COUNT.unpack_from(view)
+    sizes = struct.unpack_from(f"<{count + 1}Q", view, _COUNT.size)
+    offset = _COUNT.size + 8 * (count + 1)
+    end = offset + sizes[0]
+    payload = view[offset:end]
+    buffers = []
+    for size in sizes[1:]:
+        buffers.append(view[end : end + size].toreadonly())
+        end += size
+    if end != len(view):
+        raise ValueError(f"parse request of {len(view)} bytes holds {end}")
+    return pickle.loads(payload, buffers=buffers)
