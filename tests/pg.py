@@ -29,6 +29,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 
+from tests.proc import child_env
 from tests.sites import Hit, SiteServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,7 +210,7 @@ class MultiHostSite:
 
 # -- crawl subprocesses ----------------------------------------------------------------------
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return child_env()
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

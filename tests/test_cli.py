@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from crawler.cli import main
+from tests.proc import child_env
 from tests.sites import SiteServer, html_handler
 
 FAST = ["--concurrency", "16", "--per-host", "8", "--delay", "0", "--workers", "1", "--no-sitemaps"]
@@ -108,8 +108,7 @@ def test_unwritable_database_exits_1(tmp_path: Path) -> None:
 
 
 def _subprocess_env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parent.parent)
-    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return child_env()
 
 
 def test_real_subprocess_and_python_m(tmp_path: Path, small_site: SiteServer) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
-import os
 import select
 import sqlite3
 import subprocess
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.proc import child_env
 from tests.sites import PageSite, SiteServer, html_handler
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ TESTED = {"embed_in_asyncio_app.py", "custom_extract.py", "stream_to_sink.py", "
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return child_env()
 
 
 def run_example(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import random
 import sqlite3
 import subprocess
@@ -32,6 +31,7 @@ from parsers.tokens import (
     term_counts,
     tokenize,
 )
+from tests.proc import child_env
 from tests.sites import SiteServer, html_handler
 
 REPO = Path(__file__).resolve().parents[1]
@@ -258,7 +258,7 @@ def test_a_crawl_with_a_query_on_the_cpu_loads_neither_numba_nor_numpy(tmp_path)
         result = subprocess.run(
             [sys.executable, "-W", "error", str(program), site.url + "/", str(db), TOPIC],
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=child_env(),
             capture_output=True,
             text=True,
             timeout=120,

@@ -7,12 +7,13 @@ of its own that allocates (so it needs numba's runtime), with its own cache dire
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from tests.proc import child_env
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,8 +63,7 @@ print(json.dumps({
 
 def _run(tmp_path: Path, mode: str = "normal") -> dict[str, Any]:
     (tmp_path / "kern.py").write_text(textwrap.dedent(KERNEL))
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(tmp_path), mode],
         capture_output=True, text=True, env=env, timeout=120, check=False,

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from tests.proc import child_env
 from tests.sites import Hit, PageSite, SiteServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,7 @@ EXIT_LOCKED, EXIT_SIGINT, EXIT_SIGTERM = 75, 130, 143
 
 # -- helpers: the crawl as a subprocess, the database read-only ------------------------------
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return child_env()
 
 
 def seeds_file(tmp_path: Path, *urls: str) -> Path:

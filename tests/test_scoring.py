@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from crawler.scoring import (
     select_device,
 )
 from parsers.tokens import TokenCounts, decode_counts, encode_counts, query_ids, tokenize
+from tests.proc import child_env
 
 REPO = Path(__file__).resolve().parents[1]
 RTOL = 1e-9
@@ -263,8 +263,7 @@ def test_cpu_path_never_imports_numba_cuda() -> None:
         "Ranker(b, device='cpu').rank(query_ids('b'))\n"
         "assert 'numba.cuda' not in sys.modules, 'numba.cuda was imported'\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = str(REPO)
+    env = child_env(drop=("NUMBA_ENABLE_CUDASIM",))
     result = subprocess.run(
         [sys.executable, "-W", "error", "-c", script],
         cwd=REPO,

@@ -26,6 +26,7 @@ import crawler
 from crawler import Settings
 from crawler.cli import main
 from storage.warc import export_warc
+from tests.proc import child_env
 from tests.sites import Handler, SiteServer
 
 FAST: dict[str, Any] = {"concurrency": 8, "per_host": 8, "delay": 0.0, "workers": 1, "progress": False,
@@ -204,7 +205,7 @@ def test_round_trip_through_warcio(site: Site, stored_db: str, tmp_path: Path) -
 
 
 def test_real_subprocess_to_stdout(stored_db: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = child_env()
     done = subprocess.run([sys.executable, "-m", "crawler", "export", stored_db, "--format", "warc"],
                           capture_output=True, env=env, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
