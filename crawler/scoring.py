@@ -26,7 +26,9 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +41,8 @@ from crawler import bm25
 from crawler.bm25 import DEVICES, K1, B, driver_present
 from crawler.errors import ConfigError
 from parsers.tokens import TokenCounts
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "K1",
@@ -268,28 +272,57 @@ def _cuda() -> tuple[Any, Any]:
 
 
 @functools.cache
-def _cuda_available() -> bool:
-    cuda, _ = _cuda()
-    return bool(cuda.is_available())
+def _cuda_problem() -> str | None:
+    """None where the BM25 kernel compiles and runs on a CUDA device here, else why not.
+
+    A device is not enough: numba-cuda must import and compile the kernel with the numpy and
+    CUDA toolkit installed beside it (numba-cuda 0.30.4 fails to compile anything under numpy
+    2.5, seen on an H200), so the kernel is compiled and launched once, on a one-document
+    corpus, before the GPU is chosen: a crawl finds out at start, not at its first scored page.
+    """
+    try:
+        cuda, _ = _cuda()
+        if not cuda.is_available():
+            return "no CUDA device is available"
+        probe = TokenBatch.from_counts(
+            [TokenCounts(np.array([7], np.uint32), np.array([2], np.uint32), 2)]
+        )
+        q = np.array([7], np.uint32)
+        got = _DeviceCorpus(probe).score(q, np.array([1.0]), 2.0)
+        want = _score(probe, q, np.array([1.0]), 2.0, "cpu", parallel=False)
+        if not np.allclose(got, want, rtol=1e-9):
+            return f"the CUDA kernel gave {got[0]!r} where the CPU gives {want[0]!r}"
+    except Exception as exc:  # any failure to import, compile or launch: not usable here
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"the CUDA kernel cannot run here ({type(exc).__name__}: {first})"
+    return None
 
 
 def select_device(requested: str = "auto") -> str:
-    """Resolve "auto" | "cpu" | "gpu" to "cpu" or "gpu"; "gpu" without CUDA raises.
+    """Resolve "auto" | "cpu" | "gpu" to "cpu" or "gpu".
 
     "cpu" never imports numba.cuda; "auto" imports it only where ``crawler.bm25.driver_present``
-    finds a CUDA device node or driver library.
+    finds a CUDA device node or driver library, and falls back to the CPU, with a warning, where
+    the kernel cannot run on the device; "gpu" where it cannot raises ``GPUUnavailableError``
+    saying why (one line).
     """
     if requested not in DEVICES:
         raise DeviceError(f"unknown device {requested!r}; expected one of {', '.join(DEVICES)}")
     if requested == "cpu" or (requested == "auto" and not driver_present()):
         return "cpu"
-    if _cuda_available():
+    problem = _cuda_problem()
+    if problem is None:
         return "gpu"
     if requested == "gpu":
         raise GPUUnavailableError(
-            "device 'gpu' requested but no CUDA device is available; use device 'cpu' or 'auto'"
+            f"device 'gpu' requested but {problem}; use device 'cpu' or 'auto'"
         )
+    if problem != "no CUDA device is available":
+        log.warning("scoring on the CPU: %s", problem)
     return "cpu"
+
+
+_LOW_OCCUPANCY = r".*Grid size \d+ will likely result in GPU under-utilization"
 
 
 class _DeviceCorpus:
@@ -309,7 +342,12 @@ class _DeviceCorpus:
             return np.zeros(0, dtype=np.float64)
         blocks = (n_docs + _THREADS_PER_BLOCK - 1) // _THREADS_PER_BLOCK
         query = tuple(self._cuda.to_device(a) for a in (q, idf, _query_filter(q)))
-        self._kernel[blocks, _THREADS_PER_BLOCK](*self.arrays, *query, K1, B, avgdl, self.out)
+        with warnings.catch_warnings():
+            # numba-cuda warns of low occupancy below 128 blocks (16,384 documents here): a
+            # crawl's batches are that small by design, and the warning is an error under -W
+            # error (seen on an H200: it failed the one-document probe of _cuda_problem)
+            warnings.filterwarnings("ignore", message=_LOW_OCCUPANCY)
+            self._kernel[blocks, _THREADS_PER_BLOCK](*self.arrays, *query, K1, B, avgdl, self.out)
         return np.asarray(self.out.copy_to_host(), dtype=np.float64)
 
 

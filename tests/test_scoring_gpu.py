@@ -8,12 +8,13 @@ also runs without the simulator.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.proc import child_env
 
 pytestmark = pytest.mark.gpu
 
@@ -70,10 +71,9 @@ print("gpu checks passed")
 
 
 def run_checks(simulate: bool) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env = child_env(drop=("NUMBA_ENABLE_CUDASIM",))
     if simulate:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
-    env["PYTHONPATH"] = str(REPO)
     return subprocess.run(
         [sys.executable, "-W", "error", "-c", CHECKS],
         cwd=REPO,
@@ -98,3 +98,38 @@ def test_cuda_kernel_on_a_real_gpu() -> None:
     result = run_checks(simulate=False)
     assert result.returncode == 0, result.stderr
     assert "gpu checks passed" in result.stdout
+
+
+BROKEN = """
+import logging, sys
+import crawler.scoring as scoring
+
+logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s")
+
+def broken(*args):  # as numba-cuda 0.30.4 under numpy 2.5: compiling anything fails
+    raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+
+scoring._doc_score = broken
+assert scoring.select_device("auto") == "cpu"
+try:
+    scoring.select_device("gpu")
+except scoring.GPUUnavailableError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_device_that_cannot_run_the_kernel_is_not_chosen() -> None:
+    """A CUDA device whose numba-cuda cannot compile or run the kernel: "auto" scores on the
+    CPU and says why; "gpu" is refused at once with the cause in one line (the CLI's exit 2),
+    not at a crawl's first scored page. In the simulator, with the kernel's device function
+    failing as numba-cuda 0.30.4's compiler does under numpy 2.5 (seen on an H200)."""
+    env = child_env(drop=("NUMBA_ENABLE_CUDASIM",), NUMBA_ENABLE_CUDASIM="1")
+    done = subprocess.run([sys.executable, "-W", "error", "-c", BROKEN], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warning, refused = done.stdout.splitlines()
+    cause = "module 'numpy' has no attribute 'row_stack')"  # the simulator prefixes thread ids
+    assert warning.startswith("WARNING scoring on the CPU: the CUDA kernel cannot run here (")
+    assert warning.endswith(cause)
+    assert refused.startswith("refused: device 'gpu' requested but the CUDA kernel cannot run")
+    assert refused.endswith(cause + "; use device 'cpu' or 'auto'")
