@@ -51,7 +51,10 @@ def setup_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    logging.getLogger("asyncio").setLevel(logging.WARNING)
+    # asyncio's INFO is noise; numba.cuda's INFO is a line for every device buffer freed ("add
+    # pending dealloc"), dozens a batch when scoring on a GPU
+    for noisy in ("asyncio", "numba"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     for package in _OURS:
         # --verbose is the crawler's own detail (every request). Libraries stay at INFO:
         # aiosqlite's debug lines print every statement's arguments, every page's text

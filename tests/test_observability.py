@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import sqlite3
 import subprocess
@@ -129,3 +130,21 @@ def test_verbose_logs_every_request_but_no_library_internals(tmp_path: Path) -> 
     loggers = {e["logger"].split(".")[0] for e in entries}
     assert loggers <= {"crawler", "parsers", "storage"}, loggers
     assert all(e["level"] != "debug" or e["logger"].startswith("crawler") for e in entries)
+
+
+def test_library_info_lines_stay_out_of_the_log() -> None:
+    """numba.cuda logs a line at INFO for every device buffer it frees: dozens a batch when a
+    crawl scores on a GPU. The crawl's INFO log keeps its own lines, not those."""
+    from crawler.logs import setup_logging
+
+    root, names = logging.getLogger(), ("numba", "asyncio", "crawler")
+    saved = root.handlers[:], root.level, [logging.getLogger(n).level for n in names]
+    try:
+        setup_logging(quiet=False, verbose=True)
+        assert not logging.getLogger("numba.cuda.cudadrv.driver").isEnabledFor(logging.INFO)
+        assert logging.getLogger("numba.cuda.cudadrv.driver").isEnabledFor(logging.WARNING)
+        assert logging.getLogger("crawler.engine").isEnabledFor(logging.DEBUG)
+    finally:
+        root.handlers[:], root.level = saved[0], saved[1]
+        for name, level in zip(names, saved[2], strict=True):
+            logging.getLogger(name).setLevel(level)
