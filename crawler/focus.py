@@ -9,7 +9,9 @@ together are scored together, after the statistics count them.
 
 On the CPU the arithmetic left per page (a multiply-add per query word) is done in plain
 Python (``crawler.bm25``): the crawl process never loads numba or numpy for it. On a GPU
-(``device`` "gpu", or "auto" where CUDA works) each batch goes to the CUDA kernel.
+(``device`` "gpu", or "auto" where CUDA works) each batch goes to the CUDA kernel; should the
+GPU fail during the crawl (the device lost, its memory taken by another process), the rest is
+scored on the CPU from the same statistics, with a warning, and the crawl goes on.
 
 A page's score is relative to the statistics when it was scored: early pages see a small N.
 ``crawl rank`` re-scores the whole stored corpus with final statistics.
@@ -122,11 +124,29 @@ class _GpuScorer:
         self.ids = ids
         self.stats: BM25Stats = BM25Stats(np.array(ids, dtype=np.uint32))
         self.scorer: QueryScorer = QueryScorer(ids, "gpu")
+        self.cpu: TermScorer | None = None
+        """Set when the GPU failed during the crawl: the rest is scored on the CPU."""
 
     def observe_and_score(self, docs: Sequence[tuple[Sequence[int], int]]) -> list[float]:
+        if self.cpu is not None:
+            return self.cpu.observe_and_score(docs)
         batch = self._batch(docs)
         self.stats.observe(batch)
-        return [float(s) for s in self.scorer.score(batch, self.stats)]
+        try:
+            return [float(s) for s in self.scorer.score(batch, self.stats)]
+        except Exception as exc:  # the device lost, out of memory (another process took it)...
+            log.warning("scoring on the CPU from now on: the GPU failed (%s: %s)",
+                        type(exc).__name__, (str(exc).strip().splitlines() or [""])[0])  # fmt: skip
+            self.cpu = self._cpu_from_stats()
+            return self.cpu.score(docs)
+
+    def _cpu_from_stats(self) -> TermScorer:
+        """A CPU scorer that goes on from the statistics the GPU path has gathered."""
+        cpu = TermScorer(self.ids)
+        position = {int(t): i for i, t in enumerate(self.stats.query_ids.tolist())}
+        cpu.df = [int(self.stats.df[position[t]]) for t in self.ids]
+        cpu.n_docs, cpu.total_length = self.stats.n_docs, self.stats.total_length
+        return cpu
 
     def _batch(self, docs: Sequence[tuple[Sequence[int], int]]) -> TokenBatch:
         import numpy as np

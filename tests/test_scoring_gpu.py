@@ -133,3 +133,44 @@ def test_a_device_that_cannot_run_the_kernel_is_not_chosen() -> None:
     assert warning.endswith(cause)
     assert refused.startswith("refused: device 'gpu' requested but the CUDA kernel cannot run")
     assert refused.endswith(cause + "; use device 'cpu' or 'auto'")
+
+
+MID_CRAWL = """
+import logging, sys
+import numpy as np
+from crawler.focus import Focus
+
+logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s")
+rng = np.random.default_rng(5)
+on_gpu, on_cpu = Focus("t0 t3 t17 absent", "gpu"), Focus("t0 t3 t17 absent", "cpu")
+assert on_gpu.device == "gpu"
+def batch():
+    return [(tuple(int(c) for c in rng.integers(0, 4, 4)), int(rng.integers(5, 60)))
+            for _ in range(int(rng.integers(1, 40)))]
+pages = batch()
+np.testing.assert_allclose(on_gpu.score_now(pages), on_cpu.score_now(pages), rtol=1e-9)
+
+def lost(*args):
+    raise RuntimeError("[CUDA_ERROR_OUT_OF_MEMORY] Call to cuMemAlloc results in OUT_OF_MEMORY")
+
+on_gpu._observe_and_score.__self__.scorer.score = lost
+for _ in range(3):
+    pages = batch()
+    np.testing.assert_allclose(on_gpu.score_now(pages), on_cpu.score_now(pages), rtol=1e-9)
+print("scores equal")
+"""
+
+
+def test_a_gpu_failing_mid_crawl_hands_scoring_to_the_cpu() -> None:
+    """The device fails after some batches (memory taken by another process, say): that batch
+    and the rest are scored on the CPU from the statistics gathered so far, the same scores a
+    CPU crawl gives, and the crawl goes on with one warning."""
+    env = child_env(drop=("NUMBA_ENABLE_CUDASIM",), NUMBA_ENABLE_CUDASIM="1")
+    done = subprocess.run([sys.executable, "-W", "error", "-c", MID_CRAWL], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "WARNING scoring on the CPU from now on: the GPU failed (RuntimeError: "
+        "[CUDA_ERROR_OUT_OF_MEMORY] Call to cuMemAlloc results in OUT_OF_MEMORY)",
+        "scores equal",
+    ]
