@@ -2,11 +2,12 @@
 # The checks that need a CUDA GPU, as one short script (a lent GPU machine is held by the minute).
 #
 #     OUT=/tmp/gpu-out bash bench/gpu_check.sh        # DEVICE=cpu: a dry run of the same steps
-#                                                     # BENCH=0: without step 3 (~2 minutes)
+#                                                     # BENCH=0: without the scoring bench
 #
 # 1. the environment: the GPU, Python, numba (and numba-cuda) versions, numba.cuda.detect();
 # 2. the scoring tests, the CUDA kernel's against the reference on the real device included;
-# 3. bench/scoring_bench.py at 20,000 and 100,000 documents (the GPU rows beside the CPU's);
+# 3. bench/focus_bench.py (what a crawl's scoring costs on each device), and
+#    bench/scoring_bench.py at 20,000 and 100,000 documents (the GPU rows beside the CPU's);
 # 4. a crawl of a generated 300-page site with --query and --device $DEVICE (its log must say
 #    it scores there), then `crawl rank` of the stored pages on the GPU and on the CPU: the two
 #    rankings must agree.
@@ -39,6 +40,10 @@ check timeout 60 $PY -c "from numba import cuda; cuda.detect()"
 step tests
 check timeout 300 $PY -m pytest -p no:cacheprovider -q -rs tests/test_scoring_gpu.py tests/test_scoring.py \
     tests/test_focus.py 2>&1 | tee "$OUT/tests.log"
+check test "${PIPESTATUS[0]}" = 0
+
+step crawl-time scoring cost
+timeout 120 $PY bench/focus_bench.py | tee "$OUT/focus.md"
 check test "${PIPESTATUS[0]}" = 0
 
 [ "${BENCH:-1}" = 0 ] || step scoring benchmark
