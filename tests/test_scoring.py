@@ -246,7 +246,7 @@ def test_gpu_request_without_cuda_raises_a_clear_error() -> None:
     if select_device("auto") == "gpu":
         pytest.skip("a CUDA device is present")
     # no device, or one the kernel cannot run on (numba-cuda 0.30.4 under numpy 2.5, say)
-    with pytest.raises(GPUUnavailableError, match="no CUDA device|cannot run here") as caught:
+    with pytest.raises(GPUUnavailableError, match=r"no CUDA device|cannot run here") as caught:
         select_device("gpu")
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, ConfigError)  # the CLI maps it to exit 2
