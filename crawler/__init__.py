@@ -28,13 +28,13 @@ from crawler.errors import (
     ParseError,
     StorageError,
 )
-from crawler.settings import Settings
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from crawler.api import CrawledPage, Crawler
     from crawler.report import CrawlReport, Progress, ProgressCallback
+    from crawler.settings import Settings
 
 __all__ = [
     "ConfigError",
@@ -70,6 +70,7 @@ async def crawl(
     """
     from crawler.engine import Engine
     from crawler.seeds import parse_seed
+    from crawler.settings import Settings
 
     settings = settings or Settings()
     if db is not None:
@@ -112,6 +113,10 @@ def run_coroutine(coroutine: Any) -> Any:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Settings":  # not imported up front: ``crawl`` starts its fork server sooner
+        from crawler.settings import Settings
+
+        return Settings
     if name in ("CrawlReport", "Progress"):
         from crawler import report
 

@@ -39,7 +39,9 @@ def main() -> None:
         return
     from crawler.forkserver import prestart
 
-    prestart()
+    # The console script is nothing the workers need: importing it in the fork server (the
+    # crawler package with it) would only delay the preload the first page waits for.
+    prestart(main=False)
     from crawler.cli import main as cli
 
     try:

@@ -199,3 +199,18 @@ def test_fork_server_preload_is_extended_not_replaced(monkeypatch: pytest.Monkey
     context()
     context()
     assert forkserver._forkserver._preload_modules == ["__main__", "app.models", "parsers.preload"]
+
+
+def test_the_crawl_command_leaves_its_script_out_of_the_preload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``crawl``'s workers need nothing of the console script: ``main=False`` drops
+    ``__main__`` (importing it there only delays the preload), other preloads stay."""
+    from multiprocessing import forkserver
+
+    from crawler.forkserver import context
+
+    monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "app.models"])
+    context(main=False)
+    context()  # the pool's later calls keep it so
+    assert forkserver._forkserver._preload_modules == ["app.models", "parsers.preload"]
