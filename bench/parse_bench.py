@@ -1,0 +1,87 @@
+"""A parse worker's cost per page, in process: for A/B tests of parser changes.
+
+    python bench/parse_bench.py [--pages 600] [--rounds 9] [--repo PATH]
+
+Whole crawls on a 2-core machine cannot resolve a few per cent: the machine's speed drifts by
+10-25 % within minutes, and the second crawl of an interleaved pair runs faster than the first
+(bench/RESULTS.md, session 11). This times what a parse worker does with a batch
+(``parsers.html.parse_batch``: lexbor, links, text, tokens, SimHash, the outlink memo) on
+files read into memory, one process, no I/O: the minimum over --rounds rounds moved by ~5 %
+between runs on the session 11 machine, where whole crawls moved by 25 %. Corpora: the first --pages pages of the synthetic site (bench/sitegen.py,
+generated under bench/work/ if missing) and of the Python HTML docs where installed
+(/usr/share/doc/python3.*/html, Debian's python3-doc), each without and with a 3-word query
+(anchor words counted, query-term counts). The kernels are loaded before timing.
+
+--repo times another checkout's ``parsers`` (for A/B: run this with --repo A, --repo B,
+alternately, a few times each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import statistics
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+SITE_DIR = BENCH / "work" / "parse-site"
+SITE_URL = "http://127.0.0.1:18089"
+
+
+def corpora(pages: int) -> dict[str, tuple[str, Path, list[Path]]]:
+    """name -> (base URL, root directory, files)."""
+    sys.path.insert(0, str(BENCH))
+    from sitegen import ensure_site
+
+    ensure_site(SITE_DIR, 2_000, SITE_URL)
+    found = {"site": (SITE_URL, SITE_DIR, sorted(SITE_DIR.glob("**/*.html"))[:pages])}
+    docs = sorted(glob.glob("/usr/share/doc/python3.*/html"))
+    if docs:
+        root = Path(docs[-1])
+        found["docs"] = ("http://127.0.0.1:18090", root, sorted(root.glob("**/*.html"))[:pages])
+    else:
+        print("no /usr/share/doc/python3.*/html (apt-get install python3-doc): site only")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--repo", type=Path, default=BENCH.parent)
+    args = parser.parse_args()
+    found = corpora(args.pages)
+    sys.path.insert(0, str(args.repo.resolve()))
+    import parsers.preload  # noqa: F401  - kernels loaded, as in the fork server
+    from parsers import html
+    from parsers.page import ParseJob
+    from parsers.terms import query_token_ids
+
+    print(f"parsers from {Path(html.__file__).parent}; min (median) of {args.rounds} rounds\n")
+    print("| corpus | pages | KB/page | query | us/page |")
+    print("|---|---:|---:|---|---:|")
+    for name, (base, root, files) in found.items():
+        bodies = [(f, f.read_bytes()) for f in files]
+        size = sum(len(b) for _, b in bodies) / len(bodies) / 1024
+        for query in ("", "python event loop" if name == "docs" else "kosa derilepu page"):
+            jobs = []
+            for path, body in bodies:
+                url = f"{base}/{path.relative_to(root).as_posix()}"
+                jobs.append(ParseJob(url, url, 200, "text/html", None, body,
+                                     query_terms=tuple(query.split()),
+                                     query_ids=query_token_ids(query) if query else ()))  # fmt: skip
+            html.parse_batch(jobs[:20])  # warm
+            times = []
+            for _ in range(args.rounds):
+                html._offered.clear()  # every round sees the links as new, like a fresh worker
+                start = time.perf_counter()
+                html.parse_batch(jobs)
+                times.append((time.perf_counter() - start) / len(jobs) * 1e6)
+            print(f"| {name} | {len(jobs)} | {size:.1f} | {query or '-'} | "
+                  f"{min(times):.0f} ({statistics.median(times):.0f}) |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
