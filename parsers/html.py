@@ -114,15 +114,17 @@ def _links(
     base: str,
     max_links: int,
     terms: frozenset[str] = frozenset(),
-    wanted: Callable[[str], bool] | None = None,
+    offered: dict[int, int] | None = None,
+    depth: int = 0,
     invisible: list[LexborNode] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
     """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
 
     One selector pass over the tree; one attribute dict per node (each ``attributes`` call
     builds a new dict); the hrefs resolved together (``parsers.hrefs.resolve_all``).
-    ``terms``: query words to count in the anchor text of the links that ``wanted`` accepts
-    (reading anchor text is the costly part: only new links need it).
+    ``terms``: query words to count in the anchor text of links at ``depth`` (reading anchor
+    text is the costly part: only new links need it); with ``offered`` (``hash(url)`` -> the
+    smallest depth this worker offered it at), only of those not offered at ``depth`` or less.
     ``invisible``: if given, the same pass appends the script, style, noscript and template
     elements to it, in document order (for ``_remove``).
     """
@@ -153,7 +155,7 @@ def _links(
             found[url] = None
         if rel and "nofollow" in rel.lower().split():
             nofollow[url] = None
-        if hits is not None and (wanted is None or wanted(url)):
+        if hits is not None and (offered is None or offered.get(hash(url), depth + 1) > depth):
             text = node.text().lower()
             if any_term(text) is None:
                 continue
@@ -247,8 +249,8 @@ def _remove(nodes: list[LexborNode]) -> None:
         node.decompose(recursive=False)
 
 
-def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Page:
-    """Parse one HTML response into a ``Page``. ``wanted``: see ``_links``."""
+def parse_page(job: ParseJob, offered: dict[int, int] | None = None) -> Page:
+    """Parse one HTML response into a ``Page``. ``offered``: see ``_links``."""
     tree = _document(job)
     extracted, extract_error = _run_extract(tree, job.final_url) if _extract else (None, None)
     head = _head(tree)
@@ -264,7 +266,7 @@ def parse_page(job: ParseJob, wanted: Callable[[str], bool] | None = None) -> Pa
         lang = (html.attributes.get("lang") or "").strip() or None
     invisible: list[LexborNode] = []
     links, nofollow_links, anchor_hits = _links(
-        tree, base, job.max_links, frozenset(job.query_terms), wanted, invisible
+        tree, base, job.max_links, frozenset(job.query_terms), offered, job.depth + 1, invisible
     )
     _remove(invisible)
     root = tree.body if tree.body is not None else tree.root
@@ -330,19 +332,14 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     """
     results: list[Page | ParseFailure] = []
     for job in jobs:
-        depth = job.depth + 1
-
-        def wanted(url: str, depth: int = depth) -> bool:
-            return _offered.get(hash(url), depth + 1) > depth
-
         try:
-            page = parse_page(job, wanted if job.query_terms else None)
+            page = parse_page(job, _offered if job.query_terms else None)
         except Exception as exc:  # any parser bug is confined to its page and reported
             results.append(ParseFailure(job.url, f"{type(exc).__name__}: {exc}"))
             continue
         # ``links`` and ``nofollow_links`` stay here: the crawl reads ``links_json`` and
         # ``follow``, and 50-odd URL strings a page cost pickling here and unpickling there.
-        follow = _new_links(page, depth)
+        follow = _new_links(page, job.depth + 1)
         page.follow, page.links, page.nofollow_links = follow, (), ()
         results.append(page)
     return results
