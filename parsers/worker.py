@@ -36,9 +36,10 @@ def serve(
     """The worker's life: set up, warm up, then answer requests in order until the crawl
     closes its end of ``requests`` (or dies).
 
-    A request is ``(function, args)`` as ``parsers.wire`` sends it; the reply a pickled ``(True, result)`` or
-    ``(False, exception)``, framed as ``Connection.send_bytes`` frames them (the pool's
-    event loop reads them without a thread). One reply per request, in request order."""
+    A request is ``(function, args)`` as ``parsers.wire`` sends it; the reply a pickled
+    ``(True, result)`` or ``(False, exception)``, framed as ``Connection.send_bytes`` frames
+    them (the pool's event loop reads them without a thread). One reply per request, in
+    request order."""
     init_worker(extract)
     warm_up()
     while True:

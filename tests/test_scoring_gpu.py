@@ -70,12 +70,13 @@ print("gpu checks passed")
 """
 
 
-def run_checks(simulate: bool) -> subprocess.CompletedProcess[str]:
+def run_checks(simulate: bool, script: str = CHECKS) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh interpreter (warnings as errors), in the simulator or not."""
     env = child_env(drop=("NUMBA_ENABLE_CUDASIM",))
     if simulate:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     return subprocess.run(
-        [sys.executable, "-W", "error", "-c", CHECKS],
+        [sys.executable, "-W", "error", "-c", script],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -123,9 +124,7 @@ def test_a_device_that_cannot_run_the_kernel_is_not_chosen() -> None:
     CPU and says why; "gpu" is refused at once with the cause in one line (the CLI's exit 2),
     not at a crawl's first scored page. In the simulator, with the kernel's device function
     failing as numba-cuda 0.30.4's compiler does under numpy 2.5 (seen on an H200)."""
-    env = child_env(drop=("NUMBA_ENABLE_CUDASIM",), NUMBA_ENABLE_CUDASIM="1")
-    done = subprocess.run([sys.executable, "-W", "error", "-c", BROKEN], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    done = run_checks(simulate=True, script=BROKEN)
     assert done.returncode == 0, done.stderr
     warning, refused = done.stdout.splitlines()
     cause = "module 'numpy' has no attribute 'row_stack')"  # the simulator prefixes thread ids
@@ -165,9 +164,7 @@ def test_a_gpu_failing_mid_crawl_hands_scoring_to_the_cpu() -> None:
     """The device fails after some batches (memory taken by another process, say): that batch
     and the rest are scored on the CPU from the statistics gathered so far, the same scores a
     CPU crawl gives, and the crawl goes on with one warning."""
-    env = child_env(drop=("NUMBA_ENABLE_CUDASIM",), NUMBA_ENABLE_CUDASIM="1")
-    done = subprocess.run([sys.executable, "-W", "error", "-c", MID_CRAWL], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    done = run_checks(simulate=True, script=MID_CRAWL)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "WARNING scoring on the CPU from now on: the GPU failed (RuntimeError: "
