@@ -11,12 +11,15 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
   itself (asyncio pipe transports): no executor threads, no cross-thread wake-ups, and the
   replies are decoded on the loop that uses them. A request's page bodies travel beside its
   pickle, uncopied (``parsers.wire``). A worker answers in request order;
-- ``parse()`` callers are grouped into batches: a batch goes out when it holds
-  ``batch_max`` pages or ``flush_delay_s`` after its first page, whichever comes first, to
-  the worker with the fewest requests outstanding. Each batch costs a pipe write, a
-  worker's wake-up and a reply read on both sides: at ~1,000 pages/s a 2 ms delay made
-  batches of ~2 pages; 16 ms and 32 pages take ~5 % less CPU for the same crawl (a page
-  waits at most 16 ms more for its parse, which only a chain of single pages notices);
+- ``parse()`` callers are grouped into batches: while every worker is busy, a batch goes
+  out when it holds ``batch_max`` pages or ``flush_delay_s`` after its first page,
+  whichever comes first, to the worker with the fewest requests outstanding. Each batch
+  costs a pipe write, a worker's wake-up and a reply read on both sides: at ~1,000 pages/s
+  a 2 ms delay made batches of ~2 pages; 16 ms and 32 pages take ~5 % less CPU for the same
+  crawl. While a worker is idle, what arrived in the loop's current turn goes at once,
+  shared among the idle workers: the crawl's first and last pages, and every page of a
+  slow site, do not wait 16 ms, nor one worker parse a batch while another idles (a
+  10,000-page crawl still makes ~400 batches: its workers are rarely idle);
 - a worker that dies (killed, out of memory) is replaced and its outstanding requests sent
   again, as many times in all as there are workers; one more death fails what was
   outstanding and every later request with ``BrokenProcessPool``.
@@ -163,7 +166,7 @@ class ParsePool:
         self._flush_delay_s = flush_delay_s
         self._jobs: list[ParseJob] = []
         self._waiters: list[asyncio.Future[Page]] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._live: list[_Worker] = []
         self._waiting: deque[_Request] = deque()
         """Requests made while no worker was up (start-up, a replacement starting)."""
@@ -234,7 +237,12 @@ class ParsePool:
         if len(self._jobs) >= self._batch_max:
             self._flush()
         elif self._timer is None:
-            self._timer = loop.call_later(self._flush_delay_s, self._flush)
+            if any(not worker.outstanding for worker in self._live):
+                # A worker waits: no reason to make this page wait too. The pages that
+                # arrive in this turn of the loop go with it.
+                self._timer = loop.call_soon(self._flush)
+            else:
+                self._timer = loop.call_later(self._flush_delay_s, self._flush)
         return await waiter
 
     def _flush(self) -> None:
@@ -245,6 +253,18 @@ class ParsePool:
             return
         jobs, waiters = self._jobs, self._waiters
         self._jobs, self._waiters = [], []
+        idle = sum(1 for worker in self._live if not worker.outstanding)
+        if idle > 1 and len(jobs) > 1:
+            # Workers are waiting (the crawl's first pages, its last ones, a slow site):
+            # a share for each instead of the whole batch on one while the others idle.
+            parts = min(idle, len(jobs))
+            size = -(-len(jobs) // parts)
+            for start in range(0, len(jobs), size):
+                self._send_batch(jobs[start : start + size], waiters[start : start + size])
+        else:
+            self._send_batch(jobs, waiters)
+
+    def _send_batch(self, jobs: list[ParseJob], waiters: list[asyncio.Future[Page]]) -> None:
         self.busy += 1
 
         def reply(ok: bool, results: Any) -> None:

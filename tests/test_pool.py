@@ -36,6 +36,45 @@ def test_batches_and_results_in_order() -> None:
     assert batches == 5  # 40 pages in batches of 8: five round trips, not forty
 
 
+async def _until_live(pool: ParsePool, workers: int) -> None:
+    while len(pool._live) < workers:
+        await asyncio.sleep(0.01)
+
+
+def test_pages_for_idle_workers_go_at_once_shared_among_them() -> None:
+    """Idle workers: the pages of one turn of the loop go without the flush delay, half to
+    each worker, not all to one while the other idles."""
+
+    async def go() -> tuple[list[str], int, float]:
+        async with ParsePool(2, batch_max=32, flush_delay_s=30.0) as pool:
+            await _until_live(pool, 2)
+            start = time.monotonic()
+            pages = await asyncio.gather(*(pool.parse(job(i)) for i in range(6)))
+            return [p.title for p in pages], pool.batches, time.monotonic() - start
+
+    titles, batches, elapsed = asyncio.run(go())
+    assert titles == [str(i) for i in range(6)]
+    assert batches == 2  # three pages each
+    assert elapsed < 10.0  # not the 30 s flush delay
+
+
+def test_pages_wait_for_a_batch_while_every_worker_is_busy() -> None:
+    async def go() -> tuple[list[str], int]:
+        async with ParsePool(1, batch_max=4, flush_delay_s=30.0) as pool:
+            await _until_live(pool, 1)
+            slow = b"<title>0</title><p>" + b"many words " * 1_000_000  # busy for a while
+            first = asyncio.ensure_future(pool.parse(job(0, slow)))
+            while pool.busy == 0:  # the first page goes alone: the worker was idle
+                await asyncio.sleep(0)
+            rest = [pool.parse(job(i)) for i in range(1, 5)]  # the worker is busy: batched
+            pages = await asyncio.gather(first, *rest)
+            return [p.title for p in pages], pool.batches
+
+    titles, batches = asyncio.run(go())
+    assert titles == [str(i) for i in range(5)]
+    assert batches == 2  # one page, then four together (batch_max), not five round trips
+
+
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policy")
 def test_workers_run_as_batch_work() -> None:
     """Parse workers are SCHED_BATCH: woken by a batch they do not preempt the event loop."""
