@@ -70,7 +70,7 @@ _ANCHOR_BONUS = 2.0
 
 
 _WRITE_BATCH = 256
-_WRITE_IDLE_S = 0.25
+_WRITE_IDLE_S = 0.1
 _WINDOW = 30_000
 """Queued URLs held in memory; the rest wait in the store (bounded memory at any size)."""
 _CLAIM_BATCH = 10_000
