@@ -13,7 +13,8 @@ generated under bench/work/ if missing) and of the Python HTML docs where instal
 (anchor words counted, query-term counts). The kernels are loaded before timing.
 
 --repo times another checkout's ``parsers`` (for A/B: run this with --repo A, --repo B,
-alternately, a few times each).
+alternately, a few times each). --stages also splits a page's cost into the steps of
+``parsers.html.parse_page`` (with the query): where a worker's time goes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 SITE_DIR = BENCH / "work" / "parse-site"
@@ -51,6 +53,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--repo", type=Path, default=BENCH.parent)
+    parser.add_argument("--stages", action="store_true", help="time each step of a parse too")
     args = parser.parse_args()
     found = corpora(args.pages)
     sys.path.insert(0, str(args.repo.resolve()))
@@ -62,6 +65,7 @@ def main() -> None:
     print(f"parsers from {Path(html.__file__).parent}; min (median) of {args.rounds} rounds\n")
     print("| corpus | pages | KB/page | query | us/page |")
     print("|---|---:|---:|---|---:|")
+    stages: dict[str, dict[str, float]] = {}
     for name, (base, root, files) in found.items():
         bodies = [(f, f.read_bytes()) for f in files]
         size = sum(len(b) for _, b in bodies) / len(bodies) / 1024
@@ -81,6 +85,57 @@ def main() -> None:
                 times.append((time.perf_counter() - start) / len(jobs) * 1e6)
             print(f"| {name} | {len(jobs)} | {size:.1f} | {query or '-'} | "
                   f"{min(times):.0f} ({statistics.median(times):.0f}) |")  # fmt: skip
+        if args.stages:
+            stages[name] = stage_times(html, jobs, args.rounds)
+    for name, times in stages.items():
+        print(f"\n{name}, with the query: us/page by step, min of {args.rounds} rounds\n")
+        print("| " + " | ".join(times) + " | sum |")
+        print("|" + "---:|" * (len(times) + 1))
+        print(
+            "| "
+            + " | ".join(f"{t:.0f}" for t in times.values())
+            + f" | {sum(times.values()):.0f} |"
+        )
+
+
+def stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
+    """The steps of ``html.parse_page`` timed one by one (min over ``rounds`` of their total
+    over ``jobs``), us a page. Mirrors ``parse_page`` without its rarer branches."""
+    from parsers.page import content_hash
+    from parsers.tokens import page_terms
+
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        html._offered.clear()
+        spent = dict.fromkeys(STAGES, 0.0)
+        for job in jobs:
+            t0 = time.perf_counter()
+            tree = html._document(job)
+            t1 = time.perf_counter()
+            html._head(tree)
+            t2 = time.perf_counter()
+            invisible: list[Any] = []
+            links, _, _ = html._links(tree, job.final_url, job.max_links,
+                                      frozenset(job.query_terms), html._offered, 1, invisible)  # fmt: skip
+            html._remove(invisible)
+            t3 = time.perf_counter()
+            root = tree.body if tree.body is not None else tree.root
+            text = root.text(separator=" ", strip=True).strip() if root is not None else ""
+            t4 = time.perf_counter()
+            page_terms(text, job.query_ids)
+            t5 = time.perf_counter()
+            content_hash(job.body)
+            html.links_json(links)
+            t6 = time.perf_counter()
+            for stage, spent_s in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5),
+                                      strict=True):  # fmt: skip
+                spent[stage] += spent_s
+        for stage, total in spent.items():
+            best[stage] = min(best.get(stage, total), total)
+    return {stage: total / len(jobs) * 1e6 for stage, total in best.items()}
+
+
+STAGES = ("lexbor parse", "head", "links", "visible text", "tokens + SimHash", "hash + links JSON")
 
 
 if __name__ == "__main__":
