@@ -40,8 +40,9 @@ def main() -> None:
     from crawler.forkserver import prestart
 
     # The console script is nothing the workers need: importing it in the fork server (the
-    # crawler package with it) would only delay the preload the first page waits for.
-    prestart(main=False)
+    # crawler package with it) would only delay the preload the first page waits for. This
+    # process is still bare: the fork server can be a fork of it (no interpreter start-up).
+    prestart(main=False, by_fork=True)
     from crawler.cli import main as cli
 
     try:

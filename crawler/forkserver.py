@@ -4,6 +4,16 @@ Owns: which start method the pool uses and what the fork server preloads. Light 
 (``multiprocessing`` only): the ``crawl`` command starts the fork server before it imports
 anything else, so that the fork server's ~0.4 s preload (numba, lexbor) runs on another core
 while this process imports the crawler.
+
+The ``crawl`` command's fork server is a fork of the command itself, taken that early (a
+process of one thread that has imported almost nothing), where ``multiprocessing`` would
+start a new interpreter: its start-up, ``site`` and ``multiprocessing.forkserver`` imports
+cost 60-80 ms before the preload even begins, and the crawl's first page waits for that
+preload. Everything after the start is ``multiprocessing``'s own fork server
+(``forkserver.main``), reached the way ``ForkServer.ensure_running`` reaches it; that uses
+its private fields, so only on the CPython versions whose ``ForkServer`` this mirrors
+(3.11-3.13; 3.14 adds an authentication key) and on Linux; anywhere else, or if anything
+fails, ``ensure_running`` starts it the usual way.
 """
 
 from __future__ import annotations
@@ -11,6 +21,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.context
+import os
+import sys
+import threading
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +54,88 @@ def context(main: bool = True) -> multiprocessing.context.BaseContext:
     return fork_context
 
 
-def prestart(main: bool = True) -> None:
+def prestart(main: bool = True, *, by_fork: bool = False) -> None:
     """Start the fork server now (it preloads the parser and numba in its own process) so
     that it is ready when the pool wants workers. For a caller with other start-up work to
     do first, like the CLI importing the crawler; harmless to skip or to call again.
-    ``main``: see ``context``."""
+    ``main``: see ``context``. ``by_fork``: the fork server is a fork of this process (see
+    the module's docstring): only for a caller that is a bare process so far, one thread
+    and few imports, like the ``crawl`` command at its start."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         from multiprocessing import forkserver
 
         context(main)
         try:
-            forkserver.ensure_running()
+            if not (by_fork and _fork_server_by_fork()):
+                forkserver.ensure_running()
         except OSError as exc:  # the pool tries again, and reports a real failure itself
             log.debug("fork server did not start early: %s", exc)
+
+
+_FORKABLE_VERSIONS = ((3, 11), (3, 12), (3, 13))
+
+
+def _fork_server_by_fork() -> bool:
+    """Start the fork server as a fork of this process; ``False`` where it cannot be done
+    here (then nothing was started). ``ForkServer.ensure_running`` with ``os.fork`` where
+    it spawns an interpreter: the same listener, "alive" pipe and resource tracker."""
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver  # its private fields, checked below
+    if (
+        sys.version_info[:2] not in _FORKABLE_VERSIONS
+        or not sys.platform.startswith("linux")
+        or threading.active_count() != 1
+        or not all(
+            hasattr(server, name)
+            for name in ("_lock", "_preload_modules", "_forkserver_pid", "_forkserver_address")
+        )
+    ):
+        return False
+    with server._lock:
+        if server._forkserver_pid is not None:
+            return False  # started before: ensure_running checks it is alive
+        try:
+            _fork_server(server)
+        except Exception as exc:  # fall back to the usual start
+            log.debug("fork server not forked: %s", exc)
+            return False
+    return True
+
+
+def _fork_server(server: Any) -> None:
+    import socket
+    from multiprocessing import connection, forkserver, resource_tracker, util
+
+    resource_tracker.ensure_running()
+    preload = list(server._preload_modules)
+    for stream in (sys.stdout, sys.stderr):  # nothing written twice by both processes
+        stream.flush()
+    with socket.socket(socket.AF_UNIX) as listener:
+        address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
+        listener.bind(address)
+        if not util.is_abstract_socket_namespace(address):
+            os.chmod(address, 0o600)
+        listener.listen()
+        alive_r, alive_w = os.pipe()
+        try:
+            pid = os.fork()
+        except BaseException:
+            os.close(alive_r)
+            os.close(alive_w)
+            raise
+        if pid == 0:  # the fork server: serves until every user of alive_w is gone
+            status = 0
+            try:
+                os.close(alive_w)
+                forkserver.main(listener.fileno(), alive_r, preload)
+            except SystemExit as exc:
+                status = exc.code if isinstance(exc.code, int) else 0
+            except BaseException:
+                status = 1
+            finally:
+                os._exit(status)
+        os.close(alive_r)
+    server._forkserver_address = address
+    server._forkserver_alive_fd = alive_w
+    server._forkserver_pid = pid

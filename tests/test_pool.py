@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -253,3 +254,63 @@ def test_the_crawl_command_leaves_its_script_out_of_the_preload(
     context(main=False)
     context()  # the pool's later calls keep it so
     assert forkserver._forkserver._preload_modules == ["app.models", "parsers.preload"]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork start: Linux only")
+@pytest.mark.skipif(
+    sys.version_info[:2] not in ((3, 11), (3, 12), (3, 13)), reason="CPython 3.11-3.13"
+)
+def test_the_crawl_commands_fork_server_is_a_fork_of_it_and_leaves_with_it(tmp_path: Path) -> None:
+    """``crawl`` forks its fork server (no new interpreter to start): the server runs the
+    command's own command line, forks the workers, and nothing of it outlives the crawl."""
+    seeds = tmp_path / "seeds.txt"
+    with SiteServer(latency_s=0.05) as site:
+        site.fallback = html_handler("".join(f'<a href="/p{i}">{i}</a>' for i in range(30)))
+        seeds.write_text(site.url + "/\n")
+        crawl = subprocess.Popen(
+            [sys.executable, "-m", "crawler", str(seeds), "--db", str(tmp_path / "f.db"),
+             "--workers", "2", "--delay", "0", "--no-progress", "-q"],
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        servers: list[int] = []
+        everything: set[int] = set()
+        while time.monotonic() < deadline and crawl.poll() is None and not servers:
+            everything |= _descendants(crawl.pid)
+            servers = [
+                pid for pid in _children(crawl.pid)
+                if _cmdline(pid) == _cmdline(crawl.pid) and len(_children(pid)) >= 2
+            ]  # fmt: skip
+            time.sleep(0.05)
+        assert crawl.wait(timeout=60) == 0
+    assert servers, "no forked fork server with its workers seen"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in everything):
+        time.sleep(0.1)
+    assert not [pid for pid in everything if _alive(pid)]
+
+
+def test_no_fork_start_beside_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forking a process with other threads may copy a lock held by one of them: the
+    fork start declines, and the usual start is used."""
+    from multiprocessing import forkserver
+
+    from crawler.forkserver import _fork_server_by_fork
+
+    monkeypatch.setattr(forkserver._forkserver, "_forkserver_pid", None)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert _fork_server_by_fork() is False
+        assert forkserver._forkserver._forkserver_pid is None  # nothing was started
+    finally:
+        stop.set()
+        other.join()
