@@ -34,6 +34,7 @@ runs go too). The report goes to its own section of `--out` (`crawl-bench-site`)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import signal
@@ -116,7 +117,7 @@ def db_urls(db: Path) -> set[str]:
     """The URLs of our crawler's database's `pages` rows with status 200."""
     if not db.exists():
         return set()
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, conn:
         return {row[0] for row in conn.execute("SELECT url FROM pages WHERE status = 200")}
 
 
@@ -124,7 +125,7 @@ def count_db_pages(db: Path) -> int:
     """`SELECT count(*) FROM pages WHERE status = 200` on our crawler's database."""
     if not db.exists():
         return 0
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, conn:
         return int(conn.execute("SELECT count(*) FROM pages WHERE status = 200").fetchone()[0])
 
 

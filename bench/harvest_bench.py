@@ -26,6 +26,7 @@ section of `--out`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import shutil
@@ -150,7 +151,7 @@ def count_harvest(run: HarvestRun, db: Path, truth: set[str]) -> None:
     if not db.exists():
         run.measured.notes.append("no database written")
         return
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn, conn:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(pages)")}
         score = "score" if "score" in columns else "NULL"
         rows = conn.execute(f"SELECT url, status, depth, {score} FROM pages ORDER BY id").fetchall()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import random
 import signal
@@ -44,7 +45,10 @@ def crawl(seeds: Path, db: Path, *extra: str) -> subprocess.Popen[bytes]:
 
 def stored_pages(db: Path) -> int:
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        with (
+            contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection,
+            connection,
+        ):
             return int(connection.execute("SELECT count(*) FROM pages").fetchone()[0])
     except sqlite3.Error:
         return 0
@@ -99,7 +103,7 @@ def main() -> int:
         started = time.monotonic()
         final = crawl(seeds, db)
         code = final.wait()
-        with sqlite3.connect(db) as connection:
+        with contextlib.closing(sqlite3.connect(db)) as connection, connection:
             urls = [u for (u,) in connection.execute("SELECT url FROM pages")]
             integrity = connection.execute("PRAGMA integrity_check").fetchone()[0]
             runs = connection.execute("SELECT status, reason FROM runs ORDER BY id").fetchall()
@@ -142,7 +146,7 @@ def main() -> int:
         code2 = second.wait()
         requests = page_requests(log)
         total = sum(requests.values())
-        with sqlite3.connect(db) as connection:
+        with contextlib.closing(sqlite3.connect(db)) as connection, connection:
             changed = sum(
                 1
                 for url, h in connection.execute("SELECT url, content_hash FROM pages")

@@ -30,10 +30,13 @@ FORMATS = ("jsonl", "csv")
 def connect_readonly(path: str) -> sqlite3.Connection:
     if not os.path.exists(path):
         raise StoreError(f"{path}: no such database")
+    connection: sqlite3.Connection | None = None
     try:
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         connection.execute("SELECT 1 FROM pages LIMIT 1")
     except sqlite3.Error as exc:
+        if connection is not None:
+            connection.close()
         raise StoreError(f"{path}: not a crawl database ({exc})") from exc
     return connection
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -70,7 +71,7 @@ def test_config_file_and_flags_win(tmp_path: Path, small_site: SiteServer) -> No
     seeds = seeds_file(tmp_path, small_site.url)
     result = CliRunner().invoke(main, [seeds, "--config", str(config), "--max-pages", "2"])
     assert result.exit_code == 0, result.output
-    with sqlite3.connect(tmp_path / "from-config.db") as connection:
+    with contextlib.closing(sqlite3.connect(tmp_path / "from-config.db")) as connection, connection:
         assert connection.execute("SELECT count(*) FROM pages").fetchone() == (2,)
 
 
@@ -118,7 +119,7 @@ def test_real_subprocess_and_python_m(tmp_path: Path, small_site: SiteServer) ->
                           capture_output=True, text=True, env=_subprocess_env(), timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("crawl finished (done): 3 pages ok")
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         assert connection.execute("SELECT count(*) FROM pages").fetchone() == (3,)
 
 
@@ -237,7 +238,7 @@ def test_sigint_stops_cleanly(tmp_path: Path) -> None:
         hits = len(site.hits)
     assert proc.returncode == 130, err
     assert "crawl interrupted (signal SIGINT)" in out
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         assert connection.execute("SELECT status, reason FROM runs").fetchone() == (
             "interrupted",
             "signal SIGINT",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections import Counter
 
@@ -22,7 +23,7 @@ FAST = {
 
 
 def rows(db: str, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         return connection.execute(sql).fetchall()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import random
@@ -147,7 +148,7 @@ def test_focused_crawl_scores_pages_and_goes_best_first(tmp_path) -> None:  # ty
         order = [p for p in site.paths() if p != "/robots.txt"]
     assert report.pages_ok == 7, site.paths()
     assert order[:2] == ["/", "/on2"]  # the anchor with two query words first
-    with sqlite3.connect(db) as c:
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
         scores = {
             url.removeprefix(site.url): score
             for url, score in c.execute("SELECT url, score FROM pages")
@@ -177,7 +178,7 @@ def test_near_duplicates_recorded_and_left_out_of_dedup_export(tmp_path) -> None
         }
         site.fallback = html_handler("<p>" + " ".join(f"other{i}" for i in range(500)) + "</p>")
         crawler.run([site.url + "/"], Settings(db=db, **FAST))
-    with sqlite3.connect(db) as c:
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
         near = dict(c.execute("SELECT url, near_duplicate_of FROM pages"))
     assert near[site.url + "/b"] == site.url + "/a"
     assert near[site.url + "/a"] is None and near[site.url + "/c"] is None
@@ -264,7 +265,7 @@ def test_a_crawl_with_a_query_on_the_cpu_loads_neither_numba_nor_numpy(tmp_path)
             timeout=120,
         )
     assert result.returncode == 0, result.stderr
-    with sqlite3.connect(db) as c:
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
         scores = dict(c.execute("SELECT url, score FROM pages"))
     on_topic = [scores[site.url + p] for p in ("/on1", "/on2", "/on3")]
     assert min(on_topic) > max(scores[site.url + p] for p in ("/off1", "/off2", "/off3"))

@@ -20,6 +20,7 @@ it before it lets the crawler see it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gzip
 import json
@@ -58,13 +59,13 @@ def crawl(seeds: list[str], db: str, **settings: Any) -> CrawlReport:
 
 
 def rows(db: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         return connection.execute(sql, params).fetchall()
 
 
 def page(db: str, url: str) -> dict[str, Any]:
     """The ``pages`` row of ``url`` as a dict (fails if there is none)."""
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         connection.row_factory = sqlite3.Row
         row = connection.execute("SELECT * FROM pages WHERE url = ?", (url,)).fetchone()
     assert row is not None, f"no pages row for {url}"
@@ -280,7 +281,7 @@ def test_robots_txt_is_cached_for_the_next_run(db_path: str) -> None:
         assert sorted(site.paths()) == ["/", "/open"]
 
         site.hits.clear()  # a copy older than 24 h is fetched again
-        with sqlite3.connect(db_path) as connection:
+        with contextlib.closing(sqlite3.connect(db_path)) as connection, connection:
             connection.execute("UPDATE robots SET fetched_at = '2000-01-01T00:00:00+00:00'")
         crawl([site.url + "/"], db_path, max_interval=0)
         assert sorted(site.paths()) == ["/", "/open", "/robots.txt"]

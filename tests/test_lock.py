@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -74,7 +75,7 @@ def test_max_time_ends_the_run_cleanly(tmp_path: Path) -> None:
         elapsed = time.monotonic() - started
     assert (report.status, report.reason) == ("finished", "max-time")
     assert 0 < report.pages < 500 and elapsed < 10
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         assert connection.execute("SELECT status, reason FROM runs").fetchone() == (
             "finished", "max-time")  # fmt: skip
 
@@ -84,10 +85,13 @@ def test_runs_of_dead_processes_are_closed_as_interrupted(tmp_path: Path) -> Non
     with SiteServer() as site:
         site.fallback = html_handler("<p>x</p>")
         crawler.run([site.url + "/"], Settings(db=db, workers=1, progress=False, sitemaps=False))
-        with sqlite3.connect(db) as connection:  # as if a run had been killed mid-way
+        with (
+            contextlib.closing(sqlite3.connect(db)) as connection,
+            connection,
+        ):  # as if a run had been killed mid-way
             connection.execute("UPDATE runs SET status = 'running', ended_at = NULL")
         crawler.run([site.url + "/"], Settings(db=db, workers=1, progress=False, sitemaps=False))
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         rows = connection.execute("SELECT id, status, reason FROM runs ORDER BY id").fetchall()
     assert rows == [(1, "interrupted", "process died"), (2, "finished", "done")]
 
@@ -136,14 +140,17 @@ def test_every_runs_on_a_schedule_and_picks_up_new_seeds(tmp_path: Path) -> None
     assert crawl.returncode == 143, err
     assert first.paths().count("/") >= 2  # every run refetches (all due: --max-interval 0)
     assert "/" in second.paths()
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         runs = connection.execute("SELECT status FROM runs ORDER BY id").fetchall()
     assert len(runs) >= 3 and all(status == "finished" for (status,) in runs[:3])
 
 
 def finished_runs(db: str) -> int:
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        with (
+            contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection,
+            connection,
+        ):
             return int(
                 connection.execute(
                     "SELECT count(*) FROM runs WHERE status = 'finished'"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -74,7 +75,7 @@ def test_metrics_stats_json_and_json_logs(tmp_path: Path) -> None:
         pass
 
     report = json.loads(stats.read_text())
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         run = connection.execute(
             "SELECT id, status, reason, pages_ok, pages_failed FROM runs"
         ).fetchone()
@@ -124,7 +125,7 @@ def test_verbose_logs_every_request_but_no_library_internals(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     requests = [e for e in entries if e["logger"] == "crawler.engine" and e["msg"][:3].isdigit()]
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         pages = connection.execute("SELECT count(*) FROM pages WHERE status > 0").fetchone()[0]
     assert len(requests) == pages >= len(graph.expected_paths() - {"/"})
     loggers = {e["logger"].split(".")[0] for e in entries}

@@ -4,9 +4,10 @@ statement step per row, on real database files."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -38,13 +39,26 @@ async def _run(path: Path) -> AsyncIterator[tuple[SQLiteStore, int]]:
         await store.close()
 
 
+_opened: list[sqlite3.Connection] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_schemas() -> Iterator[None]:
+    """Close what ``_schema`` opened (a connection left to the garbage collector warns)."""
+    yield
+    while _opened:
+        _opened.pop().close()
+
+
 def _schema(path: Path) -> sqlite3.Connection:
     async def create() -> None:
         async with _run(path):
             pass
 
     asyncio.run(create())
-    return sqlite3.connect(path, isolation_level=None)
+    connection = sqlite3.connect(path, isolation_level=None)
+    _opened.append(connection)
+    return connection
 
 
 def _dump(connection: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
@@ -179,7 +193,7 @@ def test_store_save_writes_a_large_batch(
             await store.save(pages, found, skips, run_id)
 
     asyncio.run(scenario())
-    with sqlite3.connect(path) as connection:
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
         states = dict(connection.execute("SELECT state, count(*) FROM urls GROUP BY state"))
         titles = connection.execute("SELECT count(*), count(DISTINCT title) FROM pages")
         assert states == {"done": 300, "queued": 300, "skipped": 500}
@@ -202,6 +216,6 @@ def test_claim_leases_more_ids_than_one_update_holds(tmp_path: Path) -> None:
             return run_id
 
     run_id = asyncio.run(scenario())
-    with sqlite3.connect(path) as connection:
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
         leases = dict(connection.execute("SELECT lease, count(*) FROM urls GROUP BY lease"))
     assert leases == {run_id: 2100, None: 400}

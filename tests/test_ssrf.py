@@ -350,3 +350,11 @@ def test_literal_ips_bypass_the_resolver_so_check_url_host_is_needed(server: Sit
     assert asyncio.run(_get(url, GuardedResolver(NOBODY))) == 200
     assert check_url_host(url, NOBODY) == "loopback"
     assert check_url_host(url, allow_hosts(["127.0.0.1"])) is None
+
+
+@given(st.ip_addresses(v=6))
+def test_ipv6_literals_read_as_ada_writes_them(address: object) -> None:
+    """The canonical IPv6 form is WHATWG's on every Python (3.13's ``str`` writes
+    IPv4-mapped addresses with an IPv4 part)."""
+    written = ada_url.URL(f"http://[{address}]/").hostname
+    assert f"[{parse_host_as_ip(f'[{address}]')}]" == written

@@ -3,6 +3,7 @@ ArchiveIterator with digest checks, and its own ``check`` and ``index`` commands
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -106,7 +107,7 @@ def stored_db(site: Site, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def query(db: str, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         return connection.execute(sql).fetchall()
 
 
@@ -237,7 +238,7 @@ def test_filters_are_honoured(site: Site, stored_db: str, tmp_path: Path) -> Non
     assert copy in ("/dup", "/plain")
     deduped = [p for p in everything if p != copy]
     assert uris("--dedup") == deduped
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         connection.execute("UPDATE pages SET score = CASE WHEN url LIKE '%/gz' OR url LIKE '%/utf8'"
                            " THEN 2.0 ELSE 0.5 END")  # fmt: skip
     assert uris("--min-score", "1") == ["/gz", "/utf8"]
@@ -264,7 +265,7 @@ def test_export_streams_in_constant_memory(stored_db: str, tmp_path: Path) -> No
     db = str(tmp_path / "big.db")
     shutil.copy(stored_db, db)
     pages, size = 2000, 8192
-    with sqlite3.connect(db) as connection:
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         headers, fetched_at = connection.execute(
             "SELECT headers, fetched_at FROM pages WHERE url LIKE '%/plain'").fetchone()  # fmt: skip
         connection.executemany(
