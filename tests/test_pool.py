@@ -201,18 +201,24 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _crawl_command(site: SiteServer, tmp_path: Path, links: int) -> subprocess.Popen[bytes]:
+    """The ``crawl`` command (``python -m crawler``, 2 workers) started on ``site``, whose
+    every page links to ``links`` pages."""
+    site.fallback = html_handler("".join(f'<a href="/p{i}">{i}</a>' for i in range(links)))
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(site.url + "/\n")
+    return subprocess.Popen(
+        [sys.executable, "-m", "crawler", str(seeds), "--db", str(tmp_path / "c.db"),
+         "--workers", "2", "--delay", "0", "--no-progress", "-q"],
+    )  # fmt: skip
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
 def test_parse_workers_exit_when_the_crawl_is_killed(tmp_path: Path) -> None:
     """kill -9 of a crawl cannot stop its pool: the workers must notice and exit, not
     linger as orphans holding their memory (cron kills overrunning runs)."""
-    seeds = tmp_path / "seeds.txt"
     with SiteServer(latency_s=0.05) as site:
-        site.fallback = html_handler("".join(f'<a href="/p{i}">{i}</a>' for i in range(50)))
-        seeds.write_text(site.url + "/\n")
-        crawl = subprocess.Popen(
-            [sys.executable, "-m", "crawler", str(seeds), "--db", str(tmp_path / "k.db"),
-             "--workers", "2", "--delay", "0", "--no-progress", "-q"],
-        )  # fmt: skip
+        crawl = _crawl_command(site, tmp_path, links=50)
         deadline = time.monotonic() + 30
         workers: set[int] = set()
         while time.monotonic() < deadline and len(workers) < 4:
@@ -271,14 +277,8 @@ def _cmdline(pid: int) -> bytes:
 def test_the_crawl_commands_fork_server_is_a_fork_of_it_and_leaves_with_it(tmp_path: Path) -> None:
     """``crawl`` forks its fork server (no new interpreter to start): the server runs the
     command's own command line, forks the workers, and nothing of it outlives the crawl."""
-    seeds = tmp_path / "seeds.txt"
     with SiteServer(latency_s=0.05) as site:
-        site.fallback = html_handler("".join(f'<a href="/p{i}">{i}</a>' for i in range(30)))
-        seeds.write_text(site.url + "/\n")
-        crawl = subprocess.Popen(
-            [sys.executable, "-m", "crawler", str(seeds), "--db", str(tmp_path / "f.db"),
-             "--workers", "2", "--delay", "0", "--no-progress", "-q"],
-        )  # fmt: skip
+        crawl = _crawl_command(site, tmp_path, links=30)
         deadline = time.monotonic() + 30
         servers: list[int] = []
         everything: set[int] = set()
