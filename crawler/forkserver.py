@@ -128,6 +128,7 @@ def _fork_server(server: Any) -> None:
             status = 0
             try:
                 os.close(alive_w)
+                server._lock.release()  # held by this thread at the fork: a fresh server's is free
                 forkserver.main(listener.fileno(), alive_r, preload)
             except SystemExit as exc:
                 status = exc.code if isinstance(exc.code, int) else 0
