@@ -177,11 +177,13 @@ class ParsePool:
         self._starting: set[asyncio.Task[None]] = set()
         self.batches = 0
         self.busy = 0
+        self._opened_at = 0.0
 
     async def __aenter__(self) -> ParsePool:
         # Workers start (fork server preload, fork) while the crawl fetches robots.txt and
         # its first pages: requests made meanwhile wait in ``_waiting``.
         self._open = True
+        self._opened_at = asyncio.get_running_loop().time()
         for _ in range(self.workers):
             self._start_worker()
         return self
@@ -344,6 +346,8 @@ class ParsePool:
             worker.close()
             return
         self._live.append(worker)
+        log.debug("parse worker %s ready %.3f s after the pool opened; queued requests: %d",
+                  process.pid, loop.time() - self._opened_at, len(self._waiting))  # fmt: skip
         while resend:
             worker.send(resend.popleft())
         while self._waiting:

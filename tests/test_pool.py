@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -314,3 +315,16 @@ def test_no_fork_start_beside_other_threads(monkeypatch: pytest.MonkeyPatch) -> 
     finally:
         stop.set()
         other.join()
+
+
+def test_a_worker_says_when_it_is_ready(caplog: pytest.LogCaptureFixture) -> None:
+    """``--verbose`` shows when each parse worker came up: what a crawl's first page waits for."""
+
+    async def go() -> None:
+        async with ParsePool(1) as pool:
+            await _until_live(pool, 1)
+
+    with caplog.at_level(logging.DEBUG, logger="crawler.pool"):
+        asyncio.run(go())
+    ready = [r.getMessage() for r in caplog.records if "ready" in r.getMessage()]
+    assert len(ready) == 1 and "s after the pool opened; queued requests: 0" in ready[0]
