@@ -35,7 +35,6 @@ import errno
 import ipaddress
 import logging
 import socket
-import struct
 from collections.abc import Callable, Iterable
 
 import ada_url
@@ -193,24 +192,10 @@ def parse_host_as_ip(host: str) -> str | None:
 
 
 def _ipv6_text(address: ipaddress.IPv6Address) -> str:
-    """The WHATWG serialisation of an IPv6 address (what ada writes): lower-case hex
-    pieces, the first longest run of two or more zero pieces written ``::``, never an
-    embedded IPv4 part. ``str(address)`` gives this before Python 3.13 only; 3.13 writes
+    """The WHATWG serialisation of an IPv6 address, as ada writes it (compressed hex, never
+    an embedded IPv4 part). ``str(address)`` gives this before Python 3.13 only; 3.13 writes
     IPv4-mapped addresses as ``::ffff:127.0.0.1``."""
-    pieces = struct.unpack("!8H", address.packed)  # not ``exploded``: 3.13 maps it too
-    start, length = -1, 1
-    i = 0
-    while i < 8:
-        j = i
-        while j < 8 and pieces[j] == 0:
-            j += 1
-        if j - i > length:
-            start, length = i, j - i
-        i = j + 1 if j == i else j
-    text = [format(piece, "x") for piece in pieces]
-    if start < 0:
-        return ":".join(text)
-    return ":".join(text[:start]) + "::" + ":".join(text[start + length :])
+    return ada_url.URL(f"http://[{address}]/").hostname[1:-1]
 
 
 def _parse_ipv4(host: str) -> str | None:
