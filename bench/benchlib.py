@@ -7,6 +7,8 @@ reaped by others, like fork-server workers) and memory: `pss_tree_mb` is the lar
 sampled sum of PSS (shared pages counted once, split between sharers; read every 0.5 s).
 `rss_main_mb` is the top process's own peak (VmHWM), `rss_tree_mb` the largest sampled sum of
 VmRSS over the whole process tree (our crawler parses in a process pool, so its workers count).
+`cpu_roles` splits the sampled CPU by where it ran (`CPU_ROLES`): Amdahl's serial part of our
+crawl is its main thread (the event loop), which the other roles do not slow down.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ REPO_DIR = BENCH_DIR.parent
 WORK_DIR = BENCH_DIR / "work"
 SCRAPY_VENV = BENCH_DIR / ".venv-scrapy"
 SAMPLE_INTERVAL_S = 0.1
+CPU_ROLES = ("main thread", "other threads", "child processes", "grandchildren")
+"""Where a run's CPU went, as sampled: the command's main thread, its other threads, its
+children, and theirs. For our crawl: the event loop; the SQLite writer (and the pool's
+helper threads); the fork server and multiprocessing's resource tracker; the parse workers
+(the fork server's children)."""
 
 
 @dataclass
@@ -51,6 +58,8 @@ class RunResult:
     server_cpu_s: float = 0.0
     discovered: int | None = None
     notes: list[str] = field(default_factory=list)
+    cpu_roles: dict[str, float] = field(default_factory=dict)
+    """CPU seconds by ``CPU_ROLES``, as last sampled (each may miss its last 0.1 s)."""
 
     @property
     def pages_per_s(self) -> float:
@@ -78,13 +87,36 @@ def _children_map() -> dict[int, list[int]]:
 
 def process_tree(root: int) -> list[int]:
     """The pid `root` and all its live descendants."""
+    return list(process_depths(root))
+
+
+def process_depths(root: int) -> dict[int, int]:
+    """The pid `root` (depth 0) and all its live descendants, with their depth below it."""
     kids = _children_map()
-    tree, todo = [], [root]
+    depths, todo = {}, [(root, 0)]
     while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(kids.get(pid, ()))
-    return tree
+        pid, depth = todo.pop()
+        depths[pid] = depth
+        todo.extend((kid, depth + 1) for kid in kids.get(pid, ()))
+    return depths
+
+
+def _threads_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds of each live thread of `pid`, by thread id (empty when the pid is gone)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def _status_kb(pid: int, keys: Sequence[str]) -> dict[str, int]:
@@ -157,11 +189,14 @@ class MemorySampler(threading.Thread):
         """Last CPU seconds seen of each process of the tree: processes that are never
         reaped by the measured command (a fork server's workers, reaped by it, and the fork
         server itself, orphaned at exit) are missing from ``RUSAGE_CHILDREN``."""
+        self._role_of: dict[tuple[str, int], str] = {}
+        self._cpu_of: dict[tuple[str, int], float] = {}
         self._samples = 0
         self._stop_event = threading.Event()
 
     def sample(self) -> None:
-        tree = process_tree(self.root)
+        depths = process_depths(self.root)
+        tree = list(depths)
         rss_sum = 0
         pss_sum = 0
         with_pss = self._samples % PSS_EVERY == 0  # smaps_rollup walks page tables: costly
@@ -174,7 +209,15 @@ class MemorySampler(threading.Thread):
             cpu = _pid_cpu_s(pid)
             if cpu is not None:
                 self.cpu_by_pid[pid] = cpu
+                if depths[pid] > 0:
+                    key = ("pid", pid)
+                    self._role_of[key] = CPU_ROLES[min(depths[pid] + 1, 3)]
+                    self._cpu_of[key] = cpu
             if pid == self.root:
+                for tid, thread_cpu in _threads_cpu_s(pid).items():
+                    key = ("tid", tid)
+                    self._role_of[key] = CPU_ROLES[0 if tid == pid else 1]
+                    self._cpu_of[key] = thread_cpu
                 self.main_hwm_kb = max(self.main_hwm_kb, fields.get("VmHWM", 0))
         self.tree_peak_kb = max(self.tree_peak_kb, rss_sum)
         self.tree_pss_peak_kb = max(self.tree_pss_peak_kb, pss_sum)
@@ -183,6 +226,14 @@ class MemorySampler(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.wait(SAMPLE_INTERVAL_S):
             self.sample()
+
+    def cpu_roles(self) -> dict[str, float]:
+        """CPU seconds by ``CPU_ROLES`` (roles never seen left out)."""
+        roles: dict[str, float] = {}
+        for key, cpu in self._cpu_of.items():
+            role = self._role_of[key]
+            roles[role] = roles.get(role, 0.0) + cpu
+        return {role: roles[role] for role in CPU_ROLES if role in roles}
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -231,6 +282,7 @@ def run_measured(
         rss_tree_mb=sampler.tree_peak_kb / 1024,
         max_procs=sampler.max_procs,
         pss_tree_mb=sampler.tree_pss_peak_kb / 1024,
+        cpu_roles=sampler.cpu_roles(),
     )
     if wall >= timeout_s:
         result.notes.append(f"killed after the {timeout_s:.0f} s timeout")

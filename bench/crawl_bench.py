@@ -304,7 +304,12 @@ def report_line(r: RunResult, rep: int) -> str:
         f"[{r.name} #{rep + 1}] {r.pages} pages in {r.wall_s:.2f} s = {r.pages_per_s:,.0f} pages/s, "
         f"CPU {r.cpu_s:.2f} s, nginx CPU {r.server_cpu_s:.2f} s, RSS main {r.rss_main_mb:.0f} MB, "
         f"tree {r.rss_tree_mb:.0f} MB, PSS tree {r.pss_tree_mb:.0f} MB ({r.max_procs} procs)"
+        + (f"; CPU by role: {roles_text(r.cpu_roles)}" if len(r.cpu_roles) > 1 else "")
     )
+
+
+def roles_text(roles: dict[str, float]) -> str:
+    return ", ".join(f"{role} {cpu:.2f} s" for role, cpu in roles.items())
 
 
 def run_all(
@@ -339,7 +344,23 @@ def summarize(runs: list[RunResult]) -> dict[str, float]:
         "rss_tree_mb": median(r.rss_tree_mb for r in runs),
         "pss_tree_mb": median(r.pss_tree_mb for r in runs),
         "procs": max(r.max_procs for r in runs),
+        **{
+            f"cpu:{role}": median(r.cpu_roles.get(role, 0.0) for r in runs)
+            for role in benchlib.CPU_ROLES
+            if any(role in r.cpu_roles for r in runs)
+        },
     }
+
+
+def role_lines(summaries: dict[str, dict[str, float]]) -> list[str]:
+    """Where each multi-threaded or multi-process peer's CPU went (medians of the sampled
+    CPU by role): for ours, the event loop is the main thread."""
+    lines = []
+    for name, s in summaries.items():
+        roles = {k.removeprefix("cpu:"): v for k, v in s.items() if k.startswith("cpu:")}
+        if len(roles) > 1:
+            lines.append(f"- {LABELS[name]}, CPU by role (medians, sampled): {roles_text(roles)}")
+    return lines
 
 
 def results_table(summaries: dict[str, dict[str, float]]) -> str:
@@ -442,6 +463,7 @@ def report_tail(
         "",
         *(extra or []),
         *ratio_lines(summaries),
+        *role_lines(summaries),
         *machine_lines(peers, server),
         *notes,
         *warnings,
