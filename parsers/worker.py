@@ -68,6 +68,7 @@ def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
     ``extract`` hook, if any."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _batch_priority()
+    keep_batch_buffers()
     gc.set_threshold(50_000, 20, 10)  # parsing frees by reference counting; few cycles
     _exit_with_parent()
     if extract is not None:
@@ -85,6 +86,35 @@ def _batch_priority() -> None:
     if setscheduler is not None and batch is not None:
         with contextlib.suppress(OSError):
             setscheduler(0, batch, os.sched_param(0))
+
+
+BATCH_BUFFER_BYTES = 8 << 20
+"""Blocks up to this size come from the heap, and freed ones stay there (``keep_batch_buffers``)."""
+
+
+def keep_batch_buffers() -> bool:
+    """glibc: serve blocks up to ``BATCH_BUFFER_BYTES`` from the heap and keep up to twice
+    that free in it, instead of a fresh ``mmap`` for every block over 128 KiB; ``False``
+    where there is no ``mallopt`` or it refuses.
+
+    A worker's batch request (~1-3 MB) and its pickled reply (~1 MB) are such blocks, one
+    of each per batch: each came as new zeroed pages from the kernel, first touched by the
+    pipe read or the pickler, and went back when freed. In a 10,000-page crawl that was
+    ~80,000 page faults and ~0.2 s of the workers' kernel time (9,000 faults after); the
+    reply's pickling alone cost 26-35 instead of 8.5 us a page (in-process benchmark).
+    The price: up to ~16 MB of freed heap a worker stays resident (+2 MB PSS measured with
+    1,000,000 URLs). Setting the threshold also ends glibc's own adjustment of it."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, ...): the default allocator
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(
+        mallopt(m_mmap_threshold, BATCH_BUFFER_BYTES)
+        and mallopt(m_trim_threshold, 2 * BATCH_BUFFER_BYTES)
+    )
 
 
 def _exit_with_parent(poll_s: float = 1.0) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -328,3 +329,43 @@ def test_a_worker_says_when_it_is_ready(caplog: pytest.LogCaptureFixture) -> Non
         asyncio.run(go())
     ready = [r.getMessage() for r in caplog.records if "ready" in r.getMessage()]
     assert len(ready) == 1 and "s after the pool opened; queued requests: 0" in ready[0]
+
+
+_FAULTS = """
+import os, random, resource, sys
+from multiprocessing import Pipe
+sys.path.insert(0, sys.argv[1])
+if sys.argv[2] == "keep":
+    from parsers.worker import keep_batch_buffers
+    assert keep_batch_buffers()
+sizes = [random.Random(1).randint(600_000, 1_200_000) for _ in range(40)]
+requests, crawl = Pipe(duplex=False)
+if os.fork() == 0:  # the crawl: batches of ~1 MB
+    requests.close()
+    for size in sizes:
+        crawl.send_bytes(bytes(size))
+    os._exit(0)
+crawl.close()
+requests.recv_bytes()  # the first batch
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in sizes[1:]:
+    requests.recv_bytes()  # read as a worker reads a batch, then freed
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+os.wait()
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
+def test_workers_keep_their_batch_buffers() -> None:
+    """A worker reads each batch (~1 MB) into memory the heap kept from the last one, not
+    into fresh zeroed pages from the kernel, faulted in page by page."""
+    root = str(Path(__file__).resolve().parent.parent)
+
+    def page_faults(mode: str) -> int:
+        run = subprocess.run(
+            [sys.executable, "-c", _FAULTS, root, mode], capture_output=True, text=True, check=True
+        )
+        return int(run.stdout)
+
+    default, kept = page_faults("default"), page_faults("keep")
+    assert kept * 4 < default, (kept, default)
