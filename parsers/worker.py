@@ -108,7 +108,7 @@ def keep_batch_buffers() -> bool:
 
     try:
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc (macOS, ...): the default allocator
+    except (OSError, AttributeError, TypeError):  # not glibc (macOS, Windows): as it is
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
     return bool(
