@@ -24,7 +24,9 @@ from numba import njit
 
 @njit(cache=True)
 def squares(n):
-    out = np.empty(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)  # numba's np.empty: from numba.np.arrayobj
+    if n > 100:
+        raise ValueError("too many squares")
     for i in range(n):
         out[i] = i * i
     return out
@@ -47,10 +49,21 @@ if sys.argv[2] == "quick-load-fails":
     Cache._load_overload = failing_once
 original = Cache.load_overload
 from parsers.kernel_cache import quick_cache_loads
+from numba.core import environment
+rebuild_env = environment._rebuild_env
 with quick_cache_loads() as quick:
     import kern
     result = kern.squares(6).tolist()
+errors = []
+for n in (101, -1):  # raised by our code, and by numba's np.empty (negative size)
+    try:
+        kern.squares(n)
+    except ValueError as exc:
+        errors.append(str(exc))
 print(json.dumps({
+    "errors": errors,
+    "arrayobj_loaded": "numba.np.arrayobj" in sys.modules,
+    "env_restored": environment._rebuild_env is rebuild_env,
     "quick": quick,
     "result": result,
     "registries_loaded": "numba.np.arraymath" in sys.modules,
@@ -88,7 +101,17 @@ def test_a_cache_miss_compiles_and_a_hit_loads_without_the_lowering_registries(
     assert second["result"] == SQUARES
     assert (second["misses"], second["hits"]) == (0, 1)  # from the cache
     assert not second["registries_loaded"]  # numba's lowering registries were not imported
-    assert second["restored"]
+    assert not second["arrayobj_loaded"]  # nor the module of np.empty's environment
+    assert second["restored"] and second["env_restored"]
+    # the kernel's exceptions, its own and numba's, need no module globals either
+    assert (
+        first["errors"]
+        == second["errors"]
+        == [
+            "too many squares",
+            "negative dimensions not allowed",
+        ]
+    )
 
 
 def test_a_quick_load_that_fails_is_retried_the_normal_way(tmp_path: Path) -> None:
