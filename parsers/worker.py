@@ -89,21 +89,24 @@ def _batch_priority() -> None:
 
 
 BATCH_BUFFER_BYTES = 8 << 20
-"""Blocks up to this size come from the heap, and freed ones stay there (``keep_batch_buffers``)."""
+"""Blocks up to this size come from the heap, and up to this much freed memory stays there
+(``keep_batch_buffers``)."""
 
 
 def keep_batch_buffers() -> bool:
-    """glibc: serve blocks up to ``BATCH_BUFFER_BYTES`` from the heap and keep up to twice
-    that free in it, instead of a fresh ``mmap`` for every block over 128 KiB; ``False``
-    where there is no ``mallopt`` or it refuses.
+    """glibc: serve blocks up to ``BATCH_BUFFER_BYTES`` from the heap and keep up to as much
+    free in it, instead of a fresh ``mmap`` for every block over 128 KiB; ``False`` where
+    there is no ``mallopt`` or it refuses.
 
     A worker's batch request (~1-3 MB) and its pickled reply (~1 MB) are such blocks, one
     of each per batch: each came as new zeroed pages from the kernel, first touched by the
     pipe read or the pickler, and went back when freed. In a 10,000-page crawl that was
     ~80,000 page faults and ~0.2 s of the workers' kernel time (9,000 faults after); the
     reply's pickling alone cost 26-35 instead of 8.5 us a page (in-process benchmark).
-    The price: up to ~16 MB of freed heap a worker stays resident (+2 MB PSS measured with
-    1,000,000 URLs). Setting the threshold also ends glibc's own adjustment of it."""
+    The price: up to 8 MB of freed heap a worker stays resident: the Python docs crawl's
+    tree PSS 280-283 -> 287-293 MB (with 16 MB kept: 293-303; with 4 MB: 277-287 MB but
+    33,000 faults again); with 1,000,000 URLs +2 MB (16 MB kept). Setting the threshold also ends glibc's
+    own adjustment of it."""
     import ctypes
 
     try:
@@ -113,7 +116,7 @@ def keep_batch_buffers() -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
     return bool(
         mallopt(m_mmap_threshold, BATCH_BUFFER_BYTES)
-        and mallopt(m_trim_threshold, 2 * BATCH_BUFFER_BYTES)
+        and mallopt(m_trim_threshold, BATCH_BUFFER_BYTES)
     )
 
 
