@@ -105,8 +105,8 @@ def keep_batch_buffers() -> bool:
     reply's pickling alone cost 26-35 instead of 8.5 us a page (in-process benchmark).
     The price: up to 8 MB of freed heap a worker stays resident: the Python docs crawl's
     tree PSS 280-283 -> 287-293 MB (with 16 MB kept: 293-303; with 4 MB: 277-287 MB but
-    33,000 faults again); with 1,000,000 URLs +2 MB (16 MB kept). Setting the threshold also ends glibc's
-    own adjustment of it."""
+    33,000 faults again); with 1,000,000 URLs +2 MB (16 MB kept). Setting the threshold
+    also ends glibc's own adjustment of it."""
     import ctypes
 
     try:
