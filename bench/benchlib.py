@@ -101,21 +101,28 @@ def process_depths(root: int) -> dict[int, int]:
     return depths
 
 
-def _threads_cpu_s(pid: int) -> dict[int, float]:
-    """CPU seconds of each live thread of `pid`, by thread id (empty when the pid is gone)."""
-    tick = os.sysconf("SC_CLK_TCK")
+def _cpu_and_start(stat_path: str) -> tuple[float, int] | None:
+    """(CPU seconds, start time in ticks since boot) of a process or thread; None if gone.
+    The start time tells a reused pid or thread id from the one seen before."""
+    try:
+        with open(stat_path, "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[19])
+
+
+def _threads_cpu_s(pid: int) -> dict[tuple[int, int], float]:
+    """CPU seconds of each live thread of `pid`, by (thread id, start time)."""
     out = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+        seen = _cpu_and_start(f"/proc/{pid}/task/{tid}/stat")
+        if seen is not None:
+            out[(int(tid), seen[1])] = seen[0]
     return out
 
 
@@ -151,15 +158,6 @@ PSS_EVERY = 5
 """Read PSS on every 5th memory sample (every 0.5 s)."""
 
 
-def _pid_cpu_s(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _pss_kb(pid: int) -> int:
     """Proportional set size of a process (/proc/PID/smaps_rollup): its private pages plus
     its share of pages shared with others. Summed over a tree, shared pages (a fork
@@ -185,12 +183,12 @@ class MemorySampler(threading.Thread):
         self.tree_peak_kb = 0
         self.tree_pss_peak_kb = 0
         self.max_procs = 0
-        self.cpu_by_pid: dict[int, float] = {}
+        self.cpu_by_pid: dict[tuple[int, int], float] = {}
         """Last CPU seconds seen of each process of the tree: processes that are never
         reaped by the measured command (a fork server's workers, reaped by it, and the fork
         server itself, orphaned at exit) are missing from ``RUSAGE_CHILDREN``."""
-        self._role_of: dict[tuple[str, int], str] = {}
-        self._cpu_of: dict[tuple[str, int], float] = {}
+        self._role_of: dict[tuple[str, int, int], str] = {}
+        self._cpu_of: dict[tuple[str, int, int], float] = {}
         self._samples = 0
         self._stop_event = threading.Event()
 
@@ -206,16 +204,16 @@ class MemorySampler(threading.Thread):
             rss_sum += fields.get("VmRSS", 0)
             if with_pss:
                 pss_sum += _pss_kb(pid)
-            cpu = _pid_cpu_s(pid)
-            if cpu is not None:
-                self.cpu_by_pid[pid] = cpu
+            seen = _cpu_and_start(f"/proc/{pid}/stat")
+            if seen is not None:
+                self.cpu_by_pid[(pid, seen[1])] = seen[0]
                 if depths[pid] > 0:
-                    key = ("pid", pid)
+                    key = ("pid", pid, seen[1])
                     self._role_of[key] = CPU_ROLES[min(depths[pid] + 1, 3)]
-                    self._cpu_of[key] = cpu
+                    self._cpu_of[key] = seen[0]
             if pid == self.root:
-                for tid, thread_cpu in _threads_cpu_s(pid).items():
-                    key = ("tid", tid)
+                for (tid, start), thread_cpu in _threads_cpu_s(pid).items():
+                    key = ("tid", tid, start)
                     self._role_of[key] = CPU_ROLES[0 if tid == pid else 1]
                     self._cpu_of[key] = thread_cpu
                 self.main_hwm_kb = max(self.main_hwm_kb, fields.get("VmHWM", 0))

@@ -16,8 +16,9 @@ may need), importing the module the function was defined in for its globals: for
 array functions compiled into our kernels (``np.empty``...) that is ``numba.np.arrayobj`` and
 what it imports, 60-80 ms of the preload. Code compiled in nopython mode (every ``@njit``)
 reads only an environment's constants, never its globals (object mode does), so in the block
-a module not imported yet gets an environment with empty globals instead (preload -39 ms,
-median of 12).
+a module of numba's own not imported yet gets an environment with empty globals instead
+(preload -39 ms, median of 12); any other module (code of ours or a hook's, which might hold
+object-mode code) is imported as numba would.
 
 Private numba API, so defensive: where the names it relies on are missing (another numba
 version), nothing is patched; a load that fails the quick way (a symbol another registry
@@ -71,9 +72,9 @@ def quick_cache_loads() -> Iterator[bool]:
 
 
 def _environments_without_imports() -> Callable[[], contextlib.AbstractContextManager[None]]:
-    """A context manager within which unpickled ``Environment``s of modules not imported yet
-    get empty globals (see the module's docstring); numba's own rebuilding where its names
-    are missing."""
+    """A context manager within which unpickled ``Environment``s of numba's own modules not
+    imported yet get empty globals (see the module's docstring); numba's own rebuilding where
+    its names are missing, or within an enclosing one."""
     try:
         from numba.core import environment
     except ImportError:  # pragma: no cover - numba's layout changed
@@ -82,15 +83,26 @@ def _environments_without_imports() -> Callable[[], contextlib.AbstractContextMa
     memo = getattr(getattr(environment, "Environment", None), "_memo", None)
     if original is None or memo is None or not hasattr(environment, "lookup_environment"):
         return contextlib.nullcontext  # pragma: no cover - numba's internals changed
+    if getattr(original, "_without_imports", False):
+        return contextlib.nullcontext  # an enclosing block swapped it already
 
     def rebuild(modname: str, consts: Any, env_name: str) -> Any:
-        if modname in sys.modules or environment.lookup_environment(env_name) is not None:
+        if (
+            not modname.startswith("numba.")
+            or modname in sys.modules
+            or environment.lookup_environment(env_name) is not None
+        ):
             return original(modname, consts, env_name)
         env = environment.Environment({"__name__": modname})
         env.consts[:] = consts
         env.env_name = env_name
         memo[env_name] = env
         return env
+
+    # Pickled by reference while swapped in (an Environment's ``__reduce__`` names it):
+    # to the module attribute it then is, and after, numba's own.
+    rebuild.__module__, rebuild.__qualname__ = original.__module__, original.__qualname__
+    rebuild._without_imports = True  # type: ignore[attr-defined]
 
     @contextlib.contextmanager
     def swapped() -> Iterator[None]:

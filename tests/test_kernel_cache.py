@@ -121,3 +121,53 @@ def test_a_quick_load_that_fails_is_retried_the_normal_way(tmp_path: Path) -> No
     assert retried["hits"] == 1  # loaded from the cache all the same, after a refresh
     assert retried["registries_loaded"]
     assert retried["restored"]
+
+
+STUB = """
+import json, pickle, sys
+sys.path.insert(0, sys.argv[1])
+from numba.core import environment
+from parsers.kernel_cache import _environments_without_imports
+
+assert "numba.np.arrayobj" not in sys.modules
+env = environment.Environment({"__name__": "numba.np.arrayobj"})
+env.consts[:] = [7, "seven"]
+env.env_name = "stub-test-env"
+mine = environment.Environment({"__name__": "kern_of_a_hook"})
+mine.env_name = "hook-env"
+blobs = pickle.dumps(env), pickle.dumps(mine)
+del env, mine  # out of numba's memo (weak values): unpickling must rebuild them
+numba_own = _environments_without_imports()
+with numba_own():
+    with _environments_without_imports()():  # nested: the outer swap stays in charge
+        pass
+    env = pickle.loads(blobs[0])
+    repickled = pickle.loads(pickle.dumps(env))  # an Environment pickles while swapped
+    try:
+        pickle.loads(blobs[1])
+        other = "rebuilt"
+    except ModuleNotFoundError:
+        other = "imported"  # numba's own rebuilding: it imports the module
+print(json.dumps({
+    "consts": list(env.consts),
+    "same": repickled is env,
+    "arrayobj_loaded": "numba.np.arrayobj" in sys.modules,
+    "other": other,
+    "restored": environment._rebuild_env.__name__ == "_rebuild_env"
+    and not getattr(environment._rebuild_env, "_without_imports", False),
+}))
+"""
+
+
+def test_only_numbas_own_modules_get_environments_without_their_globals() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STUB, str(REPO)],
+        capture_output=True, text=True, env=child_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["consts"] == [7, "seven"]  # what nopython code reads is there
+    assert not result["arrayobj_loaded"]
+    assert result["same"]  # rebuilt once, then found in numba's memo
+    assert result["other"] == "imported"  # a module not numba's own: imported as numba would
+    assert result["restored"]

@@ -338,7 +338,8 @@ sys.path.insert(0, sys.argv[1])
 if sys.argv[2] == "keep":
     from parsers.worker import keep_batch_buffers
     assert keep_batch_buffers()
-sizes = [random.Random(1).randint(600_000, 1_200_000) for _ in range(40)]
+rng = random.Random(1)
+sizes = [rng.randint(600_000, 1_200_000) for _ in range(40)]
 requests, crawl = Pipe(duplex=False)
 if os.fork() == 0:  # the crawl: batches of ~1 MB
     requests.close()
