@@ -32,15 +32,16 @@ def crawls(args: list[str]) -> bool:
     return bool(args) and args[0] not in _OTHER_COMMANDS and _NO_RUN.isdisjoint(args)
 
 
-_IMPORT_GC_THRESHOLD = (50_000, 20, 10)
-"""The collector's thresholds from the command's start (Python's first: 700 allocations):
-importing the crawler and aiohttp allocates ~100,000 objects and frees few, so the default
-collects ~150 times, and ever larger generations, for nothing: 0.305 -> 0.258 s of CPU for
-aiohttp's import alone (median of 12). A crawl keeps them (``crawler.runner.tune_gc``)."""
+GC_THRESHOLD = (50_000, 20, 10)
+"""The collector's thresholds for a process the crawl owns (Python's first: 700 allocations),
+from the command's start: importing the crawler and aiohttp allocates ~100,000 objects and
+frees few, so the default collects ~150 times, and ever larger generations, for nothing:
+0.305 -> 0.258 s of CPU for aiohttp's import alone (median of 12). A crawl keeps them
+(``crawler.runner.tune_gc``)."""
 
 
 def main() -> None:
-    gc.set_threshold(*_IMPORT_GC_THRESHOLD)
+    gc.set_threshold(*GC_THRESHOLD)
     if not crawls(sys.argv[1:]):
         from crawler.cli import main as cli
 

@@ -16,6 +16,7 @@ import time
 
 from crawler import run_coroutine
 from crawler.engine import Engine
+from crawler.entry import GC_THRESHOLD
 from crawler.errors import ConfigError
 from crawler.report import CrawlReport, ProgressCallback
 from crawler.settings import Settings
@@ -42,10 +43,6 @@ def wait_or_signal(seconds: float) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return SIGNAL_EXIT_CODES[signal.Signals(received[0])] if received else 0
-
-
-GC_THRESHOLD = (50_000, 20, 10)
-"""Collections of young objects every 50,000 allocations (Python's default: 700)."""
 
 
 def tune_gc() -> None:
