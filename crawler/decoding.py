@@ -1,8 +1,7 @@
 """Content-Encoding decoding with a hard cap on the decompressed size. Pure: bytes in, bytes out.
 
 Owns: undoing ``Content-Encoding`` (gzip, x-gzip, deflate, br, zstd, stacked in any order,
-e.g. ``gzip, gzip``) while a body streams in. The fetcher disables aiohttp's own
-decompression and feeds raw chunks here.
+e.g. ``gzip, gzip``). The fetcher feeds the body as received here.
 
 Invariants:
 - the decoded output never exceeds ``max_bytes``: ``BodyTooLarge`` is raised first, and

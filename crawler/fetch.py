@@ -1,8 +1,9 @@
-"""Fetcher: the only place that talks HTTP (aiohttp). One ``ClientSession`` per crawl.
+"""Fetcher: the only place that makes requests (``crawler.http``). One ``HttpClient`` per crawl.
 
-Owns: request headers, deadlines, body size caps (counted on decompressed bytes while
-reading), redirects (followed here, hop by hop, each hop vetted by the caller), and the
-translation of aiohttp/asyncio/OS exceptions into ``FetchError``s (always chained).
+Owns: request headers, deadlines, body size caps (on the bytes received, and on the
+decompressed bytes while decoding), redirects (followed here, hop by hop, each hop vetted by
+the caller), and the translation of the client's and OS exceptions into ``FetchError``s
+(always chained).
 
 Invariants:
 - a ``FetchResult`` with a body holds the complete body: truncated or reset transfers raise;
@@ -20,9 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiohttp
-from yarl import URL
-
+from crawler import http
 from crawler.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
 from crawler.errors import (
     BadResponse,
@@ -34,7 +33,7 @@ from crawler.errors import (
     TooLarge,
 )
 from crawler.settings import Settings
-from crawler.ssrf import GuardedResolver, HostAllowed, blocked_reason
+from crawler.ssrf import HostAllowed, blocked_reason
 from crawler.urls import resolve_url
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,6 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 SNIFFED_TYPES = frozenset({"", "text/plain", "application/octet-stream", "unknown/unknown"})
 """Types servers send for HTML by mistake: the body is downloaded and sniffed."""
-_CHUNK_BYTES = 1 << 16
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 
 RedirectCheck = Callable[[str], str | None]
@@ -102,29 +100,18 @@ def looks_binary(body: bytes) -> bool:
     return b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
 
 
-def open_session(settings: Settings, allowed: HostAllowed) -> aiohttp.ClientSession:
-    """The crawl's one HTTP session: connector sized to the concurrency, DNS cached, no
+def open_session(settings: Settings, allowed: HostAllowed) -> http.HttpClient:
+    """The crawl's one HTTP client: at most ``concurrency`` connections, DNS cached, no
     cookies, and a resolver that refuses private addresses for hosts not ``allowed``."""
-    connector = aiohttp.TCPConnector(
+    return http.HttpClient(
         limit=settings.concurrency,
-        limit_per_host=0,
-        ttl_dns_cache=300,
-        enable_cleanup_closed=False,
-        resolver=GuardedResolver(allowed),
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        # The whole request's deadline is the Fetcher's (``Deadlines``): aiohttp's ``total``
-        # costs a timer armed and cancelled per request.
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout),
+        connect_timeout=settings.connect_timeout,
         headers={
             "User-Agent": settings.user_agent,
             "Accept": _ACCEPT,
             "Accept-Encoding": accept_encoding(),
         },
-        cookie_jar=aiohttp.DummyCookieJar(),
-        raise_for_status=False,
-        auto_decompress=False,  # decoding.BodyDecoder does it, capped and stack-aware
+        allowed=allowed,
     )
 
 
@@ -206,7 +193,7 @@ class Deadlines:
 class Fetcher:
     """Makes requests with the limits of ``settings``; ``fetch`` returns a ``FetchResult``."""
 
-    def __init__(self, session: aiohttp.ClientSession, settings: Settings) -> None:
+    def __init__(self, session: http.HttpClient, settings: Settings) -> None:
         self._session = session
         self._max_body_bytes = settings.max_body_bytes
         self._max_redirects = settings.max_redirects
@@ -245,18 +232,22 @@ class Fetcher:
             return await self._follow(url, check_redirect, any_type, conditional)
         except FetchError:
             raise
+        except http.ConnectTimeout as exc:
+            raise FetchTimeout(url, str(exc)) from exc
         except TimeoutError as exc:
             raise FetchTimeout(url, f"no complete response within {self._timeout_s:g} s") from exc
-        except aiohttp.ClientPayloadError as exc:
+        except http.IncompleteBody as exc:
             raise BadResponse(url, f"incomplete body: {exc}") from exc
-        except (aiohttp.ClientConnectionError, OSError) as exc:
+        except http.BodyTooLarge as exc:
+            raise TooLarge(url, f"body exceeds {exc.limit} bytes") from exc
+        except (http.ConnectError, OSError) as exc:
             reason = blocked_reason(exc)
             if reason is not None:
                 raise Blocked(url, f"refused {reason} address") from exc
-            if isinstance(exc, aiohttp.ClientConnectorDNSError):
+            if isinstance(exc, http.ResolveError):
                 raise DNSFailed(url, str(exc) or "name not resolved") from exc
             raise ConnectFailed(url, str(exc) or type(exc).__name__) from exc
-        except (aiohttp.ClientResponseError, aiohttp.InvalidURL, ValueError) as exc:
+        except (http.HTTPError, ValueError) as exc:
             raise BadResponse(url, str(exc) or type(exc).__name__) from exc
 
     async def _follow(
@@ -293,20 +284,19 @@ class Fetcher:
     async def _get(
         self, url: str, current: str, any_type: bool, conditional: dict[str, str] | None
     ) -> FetchResult:
-        # URLs here are WHATWG-serialised by ada (ASCII, percent-encoded): yarl need not
-        # re-quote them, which saves a parse per request.
-        async with self._session.get(
-            URL(current, encoded=True), allow_redirects=False, headers=conditional
-        ) as resp:
+        resp = await self._session.get(
+            current, conditional, cap=self._max_body_bytes, record=self._keep_raw
+        )
+        try:
             status = resp.status
             headers = resp.headers
-            content_type = resp.content_type if "Content-Type" in headers else ""
+            content_type = resp.content_type
             charset = resp.charset
-            robots_tag = ",".join(headers.getall("X-Robots-Tag", ()))
-            if status in REDIRECT_STATUSES and "Location" in headers:
-                target = resolve_url(current, headers["Location"])
+            robots_tag = ",".join(resp.getall("X-Robots-Tag")) if "x-robots-tag" in headers else ""
+            if status in REDIRECT_STATUSES and "location" in headers:
+                target = resolve_url(current, headers["location"])
                 if target is None:
-                    raise BadResponse(url, f"unusable redirect target {headers['Location']!r}")
+                    raise BadResponse(url, f"unusable redirect target {headers['location']!r}")
                 return FetchResult(
                     url,
                     current,
@@ -318,62 +308,54 @@ class Fetcher:
                     redirect_to=target,
                 )
             body: bytes | None = None
-            raw: bytearray | None = bytearray() if self._keep_raw else None
+            raw: bytes | None = None
             if status != 304 and (
                 any_type or content_type in HTML_TYPES or content_type in SNIFFED_TYPES
             ):
-                body = await self._read(url, resp, raw)
+                body, raw = await self._read(url, resp)
             return FetchResult(
                 url, current, status, content_type, charset, body, robots_tag,
-                retry_after=headers.get("Retry-After"), etag=headers.get("ETag"),
-                last_modified=headers.get("Last-Modified"),
-                raw=bytes(raw) if raw is not None and body is not None else None,
-                headers_json=_headers_json(resp) if raw is not None else None,
+                retry_after=headers.get("retry-after"), etag=headers.get("etag"),
+                last_modified=headers.get("last-modified"),
+                raw=raw if self._keep_raw and body is not None else None,
+                headers_json=_headers_json(resp) if self._keep_raw else None,
             )  # fmt: skip
+        finally:
+            resp.release()
 
-    async def _read(
-        self, url: str, resp: aiohttp.ClientResponse, raw: bytearray | None = None
-    ) -> bytes:
-        """The decoded body; ``raw`` (if given) receives the bytes as they came."""
+    async def _read(self, url: str, resp: http.Response) -> tuple[bytes, bytes]:
+        """(the decoded body, the bytes as they came)."""
         cap = self._max_body_bytes
         length = resp.content_length
         if length is not None and length > cap:
             raise TooLarge(url, f"Content-Length {length} exceeds {cap} bytes")
-        encoding = resp.headers.get("Content-Encoding", "")
-        if length is not None and not codings(encoding):
-            data = await resp.read()  # fast path: the size is known and the body is not encoded
-            if raw is not None:
-                raw += data
-            return data
-        body = bytearray()
+        data = await resp.read()
+        encoding = resp.headers.get("content-encoding", "")
+        if not codings(encoding):
+            return data, data
         try:
             decoder = BodyDecoder(encoding, cap)
-            while chunk := await resp.content.read(_CHUNK_BYTES):
-                if raw is not None:
-                    raw += chunk
-                body += decoder.feed(chunk)
-            body += decoder.finish()
+            body = decoder.feed(data) + decoder.finish()
         except BodyTooLarge as exc:
             raise TooLarge(url, str(exc)) from exc
         except BadEncoding as exc:
             raise BadResponse(url, str(exc)) from exc
-        return bytes(body)
+        return body, data
 
 
-def _headers_json(resp: aiohttp.ClientResponse) -> str:
+def _headers_json(resp: http.Response) -> str:
     """The exchange's header part, for WARC records: status line, response headers in order
     (as received), request headers as sent."""
-    version = resp.version
     return json.dumps(
         {
-            "http_version": f"{version.major}.{version.minor}" if version else "1.1",
+            "http_version": resp.version,
             "status": resp.status,
-            "reason": resp.reason or "",
+            "reason": resp.reason,
             "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in resp.raw_headers],
             "request": {
-                "method": resp.request_info.method,
-                "url": str(resp.request_info.real_url),
-                "headers": [[k, v] for k, v in resp.request_info.headers.items()],
+                "method": "GET",
+                "url": resp.url,
+                "headers": [[k, v] for k, v in resp.request],
             },
         },
         ensure_ascii=False,

@@ -3,18 +3,18 @@
 Owns: the decision "may the crawler open a TCP connection to this IP address?" and its two
 enforcement points.
 
-1. ``GuardedResolver``, an aiohttp resolver. Every host *name* aiohttp connects to goes
-   through it; it drops the addresses ``classify_address`` flags and raises ``BlockedAddress``
-   when none remain. aiohttp connects to exactly the addresses its resolver returned (and its
-   DNS cache holds only what the resolver returned), so the check and the connection use the
+1. ``GuardedResolver``, a resolver (aiohttp's interface, around its default resolver).
+   Every host *name* the crawl's HTTP client (``crawler.http``) connects to goes through it;
+   it drops the addresses ``classify_address`` flags and raises ``BlockedAddress`` when none
+   remain. The client connects to exactly the addresses the resolver returned (and its DNS
+   cache holds only what the resolver returned), so the check and the connection use the
    same answer: DNS rebinding between check and connect is impossible.
-2. ``check_url_host(url, allowed)``, for hosts that are IP literals. aiohttp 3.14's
-   ``TCPConnector._resolve_host`` skips the resolver when the host looks like an IP address
-   (``":" in host`` or all digits and dots), so ``http://127.0.0.1/`` and ``http://[::1]/``
-   never reach ``GuardedResolver``. The engine must call ``check_url_host`` before every
-   request *and every redirect hop*. (aiohttp rejects the legacy numeric IPv4 forms such as
-   ``2130706433`` itself, and forms like ``0x7f.1`` go through the resolver, where
-   ``getaddrinfo`` turns them into ``127.0.0.1``, which is then refused.)
+2. ``check_url_host(url, allowed)``, for hosts that are IP literals. The client connects to
+   an IP literal directly (``http://127.0.0.1/``, ``http://[::1]/`` never reach
+   ``GuardedResolver``), so the engine must call ``check_url_host`` before every request *and
+   every redirect hop*. (Forms like ``0x7f.1`` are not literals to the client: they go
+   through the resolver, where ``getaddrinfo`` turns them into ``127.0.0.1``, which is then
+   refused.)
 
 Invariants:
 - ``classify_address`` fails closed: anything that is not a public unicast address, including
@@ -26,7 +26,7 @@ Invariants:
   compared in one canonical form (``canonical_host``) at both enforcement points.
 
 Not covered: connections through an HTTP proxy (the resolver then sees the proxy's name only);
-the crawl session does not use ``trust_env``, so no proxy is configured behind its back.
+the crawl's client reads no proxy settings, so no proxy is configured behind its back.
 """
 
 from __future__ import annotations
@@ -276,8 +276,7 @@ def check_url_host(url: str, allowed: HostAllowed) -> str | None:
 class BlockedAddress(OSError):
     """A host resolved only to addresses the crawler must not connect to.
 
-    aiohttp wraps it in ``ClientConnectorDNSError`` (``__cause__`` and ``os_error``);
-    ``blocked_reason`` finds it again.
+    The HTTP client raises a ``ConnectError`` caused by it; ``blocked_reason`` finds it again.
     """
 
     def __init__(self, host: str, reason: str, address: str) -> None:
@@ -311,7 +310,7 @@ class GuardedResolver(AbstractResolver):
     Wraps ``inner`` (aiohttp's ``DefaultResolver``, created lazily on the running loop, when
     not given). Hosts for which ``allowed(canonical_host(host))`` is true are resolved
     unfiltered. Mixed answers keep only their public addresses; an answer with none left raises
-    ``BlockedAddress``. Use: ``aiohttp.TCPConnector(resolver=GuardedResolver(allowed))``.
+    ``BlockedAddress``. ``crawler.http.HttpClient`` makes one from its ``allowed``.
     """
 
     def __init__(self, allowed: HostAllowed, inner: AbstractResolver | None = None) -> None:

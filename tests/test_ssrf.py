@@ -8,15 +8,16 @@ import socket
 from collections.abc import Iterator
 
 import ada_url
-import aiohttp
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawler.http import ConnectError, HttpClient
 from crawler.ssrf import (
     BlockedAddress,
     GuardedResolver,
+    HostAllowed,
     allow_hosts,
     blocked_reason,
     canonical_host,
@@ -311,43 +312,43 @@ def server() -> Iterator[SiteServer]:
         yield site
 
 
-async def _get(url: str, resolver: GuardedResolver) -> int:
-    connector = aiohttp.TCPConnector(resolver=resolver)
-    async with (
-        aiohttp.ClientSession(connector=connector) as session,
-        session.get(url, allow_redirects=False) as response,
-    ):
-        await response.read()
-        return response.status
+async def _get(url: str, allowed: HostAllowed) -> int:
+    """One GET with the crawl's own client (``crawler.http``), guarded by ``allowed``."""
+    async with HttpClient(limit=1, connect_timeout=5, headers={}, allowed=allowed) as client:
+        response = await client.get(url, cap=1 << 20)
+        try:
+            await response.read()
+            return response.status
+        finally:
+            response.release()
 
 
 def test_real_session_blocks_a_name_resolving_to_loopback(server: SiteServer) -> None:
     hits = len(server.hits)
-    with pytest.raises(aiohttp.ClientConnectorError) as info:
-        asyncio.run(_get(f"http://localhost:{server.port}/", GuardedResolver(NOBODY)))
+    with pytest.raises(ConnectError) as info:
+        asyncio.run(_get(f"http://localhost:{server.port}/", NOBODY))
     assert blocked_reason(info.value) == "loopback"
-    assert isinstance(info.value.os_error, BlockedAddress)
+    assert isinstance(info.value.__cause__, BlockedAddress)
     assert len(server.hits) == hits  # the request never reached the server
 
 
 def test_real_session_fetches_an_allowed_name(server: SiteServer) -> None:
-    resolver = GuardedResolver(allow_hosts(["localhost"]))
-    assert asyncio.run(_get(f"http://localhost:{server.port}/", resolver)) == 200
+    assert asyncio.run(_get(f"http://localhost:{server.port}/", allow_hosts(["localhost"]))) == 200
 
 
 def test_real_session_blocks_the_hex_form_via_the_resolver(server: SiteServer) -> None:
-    """yarl keeps ``0x7f.1`` as a name; aiohttp resolves it, getaddrinfo yields 127.0.0.1."""
-    with pytest.raises(aiohttp.ClientConnectorError) as info:
-        asyncio.run(_get(f"http://0x7f.1:{server.port}/", GuardedResolver(NOBODY)))
+    """``0x7f.1`` is not an IP literal to the client: it is resolved, and getaddrinfo yields
+    127.0.0.1, which the resolver refuses."""
+    with pytest.raises(ConnectError) as info:
+        asyncio.run(_get(f"http://0x7f.1:{server.port}/", NOBODY))
     assert blocked_reason(info.value) == "loopback"
 
 
 def test_literal_ips_bypass_the_resolver_so_check_url_host_is_needed(server: SiteServer) -> None:
-    """aiohttp 3.14 does not call the resolver for IP literals: this is why the engine must
-    call ``check_url_host`` for each request and redirect hop. If this test ever fails, aiohttp
-    started resolving literals too (good news: the resolver then covers them as well)."""
+    """The client does not resolve IP literals (nor did aiohttp's): this is why the engine
+    must call ``check_url_host`` for each request and redirect hop."""
     url = f"http://127.0.0.1:{server.port}/"
-    assert asyncio.run(_get(url, GuardedResolver(NOBODY))) == 200
+    assert asyncio.run(_get(url, NOBODY)) == 200
     assert check_url_host(url, NOBODY) == "loopback"
     assert check_url_host(url, allow_hosts(["127.0.0.1"])) is None
 
