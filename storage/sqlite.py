@@ -331,6 +331,11 @@ class SQLiteStore:
             # 8 MiB ~5 % slower than 16 there, and 8 MB smaller (the tree stays < 300 MB).
             await self._db.execute("PRAGMA cache_size=-8192")
             await self._db.execute("PRAGMA foreign_keys=ON")
+            # Statement journals in memory: a multi-row upsert inside a transaction keeps one
+            # (the rows before it, should a constraint abort it), which SQLite spills to a temp
+            # file past 64 KiB: with 16 KiB pages, 353 MB of writes to deleted files a
+            # 10,000-page crawl (strace), none with this.
+            await self._db.execute("PRAGMA temp_store=MEMORY")
             await _migrate(self._db)
         except (sqlite3.Error, OSError) as exc:
             await self.close()
