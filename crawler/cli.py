@@ -3,7 +3,7 @@
 ``crawl SEEDS [flags]`` crawls; ``crawl export DB``, ``crawl runs DB`` read a database.
 Exit codes: 0 the crawl finished (HTTP errors are data), 1 the crawl failed (storage
 error, bug), 2 usage or configuration error, 130/143 interrupted by SIGINT/SIGTERM.
-Heavy modules (aiohttp, the engine) are imported only when a command runs, so that
+Heavy modules (the engine, its HTTP client) are imported only when a command runs, so that
 ``crawl --help`` is fast.
 """
 

@@ -3,7 +3,7 @@
 ```
 CrawlerError
 ├── ConfigError        bad settings, seeds file, flags              → CLI exit 2
-├── FetchError(url)    raised only in fetch.py, chained to the aiohttp/OS cause
+├── FetchError(url)    raised only in fetch.py, chained to the HTTP client's/OS cause
 │   ├── FetchTimeout
 │   ├── ConnectFailed
 │   ├── TooLarge

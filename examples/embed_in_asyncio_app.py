@@ -13,6 +13,8 @@ What it shows:
 - the program ends on its own when the crawl ends (after ``--linger`` seconds, so that a
   last look at ``/status`` is possible).
 
+The web app is aiohttp's (``pip install aiohttp``; the crawler itself does not need it).
+
 Run it (be polite: keep the default delay on sites you do not own)::
 
     python examples/embed_in_asyncio_app.py https://example.com/ --db example.db --max-pages 50

@@ -18,6 +18,7 @@ from crawler.ssrf import (
     BlockedAddress,
     GuardedResolver,
     HostAllowed,
+    ThreadedResolver,
     allow_hosts,
     blocked_reason,
     canonical_host,
@@ -304,6 +305,18 @@ def test_resolver_passes_allowed_hosts_unfiltered() -> None:
 
 def test_resolver_passes_empty_answers_through() -> None:
     assert resolve(GuardedResolver(NOBODY, FixedResolver()), "nothing.test") == []
+
+
+def test_threaded_resolver_answers_as_aiohttps_did() -> None:
+    """The system's resolver, without aiohttp: numeric addresses, the port, the family."""
+    answers = asyncio.run(ThreadedResolver().resolve("localhost", 8080, socket.AF_INET))
+    assert answers and all(
+        (a["hostname"], a["port"], a["family"]) == ("localhost", 8080, socket.AF_INET)
+        for a in answers
+    )
+    assert "127.0.0.1" in {a["host"] for a in answers}
+    with pytest.raises(OSError):
+        asyncio.run(ThreadedResolver().resolve("no such host name", 80))
 
 
 @pytest.fixture(scope="module")
