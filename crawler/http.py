@@ -227,7 +227,7 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self.client._lost(self)
         response = self.response
-        if response is not None and not response.complete:
+        if response is not None and not response.complete and response.error is None:
             if self.head is not None and not self.head.done():
                 error: BaseException = ConnectError(
                     "server closed the connection" if exc is None else str(exc) or repr(exc)
@@ -235,7 +235,7 @@ class _Connection(asyncio.Protocol):
                 error.__cause__ = exc
                 self._signal_head(error)
                 response.error = error
-            elif self._until_close(response):  # unframed: the close ends the body
+            elif exc is None and self._until_close(response):  # unframed: the close ends it
                 response.complete = True
                 response._wake()
             else:

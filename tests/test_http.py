@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -119,6 +121,28 @@ def test_chunked_and_unframed_bodies() -> None:
             assert await get(c, server.url()) == (200, b"until the end")
             assert await get(c, server.url()) == (200, b"until the end")
             assert server.connections == 2  # the close ended each body: no reuse
+
+    asyncio.run(go())
+
+
+def test_an_unframed_body_cut_by_a_reset_fails() -> None:
+    """Without a length, only a clean close ends the body: a reset leaves it incomplete."""
+
+    async def reset(head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\npart of it")
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the client has read the head and the first bytes
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # linger 0: a reset, not a clean close
+        return False
+
+    async def go() -> None:
+        async with Server(reset) as server, client() as c:
+            response = await c.get(server.url(), cap=100)
+            with pytest.raises(http.IncompleteBody, match="after 10 bytes"):
+                await response.read()
+            response.release()
 
     asyncio.run(go())
 
