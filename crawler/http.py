@@ -194,6 +194,13 @@ class _Connection(asyncio.Protocol):
         self.key = key
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        # What aiohttp's response parser forgives too: real servers are sloppy (bare LF line
+        # ends, odd characters in header values, spaces after a chunk's size).
+        self.parser.set_dangerous_leniencies(
+            lenient_headers=True,
+            lenient_optional_cr_before_lf=True,
+            lenient_spaces_after_chunk_size=True,
+        )
         self.response: Response | None = None
         self.head: asyncio.Future[None] | None = None
         self.received = False
@@ -270,6 +277,10 @@ class _Connection(asyncio.Protocol):
         response.header_bytes += len(name) + len(value) + 4
         if response.header_bytes > MAX_HEADER_BYTES:
             self._broken(ProtocolError(f"response headers exceed {MAX_HEADER_BYTES} bytes"))
+            return
+        value = value.rstrip(b" \t")  # llhttp strips the space before a value, not after
+        if b"\x00" in value:
+            self._broken(ProtocolError(f"a NUL byte in the {name!r} header"))
             return
         response.raw_headers.append((name, value))
         key = name.decode("latin-1").lower()

@@ -181,6 +181,20 @@ def test_headers_repeated_and_parsed() -> None:
     asyncio.run(go())
 
 
+def test_sloppy_servers_are_forgiven_as_aiohttp_did() -> None:
+    """Bare LF line ends, trailing spaces after a value, a space after a chunk's size."""
+    data = (b"HTTP/1.1 200 OK\nContent-Type: text/html  \nTransfer-Encoding: chunked\n\n"
+            b"5 \r\nhello\r\n0\r\n\r\n")  # fmt: skip
+
+    async def go() -> None:
+        async with Server(reply(data)) as server, client() as c:
+            response = await c.get(server.url(), cap=100)
+            assert (response.content_type, await response.read()) == ("text/html", b"hello")
+            response.release()
+
+    asyncio.run(go())
+
+
 def test_a_stale_idle_connection_is_replaced() -> None:
     """The server closes after each answer without saying so: the next request finds the
     pooled connection dead before any byte came back, and goes again on a new one."""
@@ -236,6 +250,7 @@ def test_a_truncated_body_fails() -> None:
 @pytest.mark.parametrize(
     "data",
     [b"SPAM / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
+     b"HTTP/1.1 200 OK\r\nX-Nul: a\x00b\r\n\r\n",
      b"HTTP/1.1 200 OK\r\n" + b"X-Big: " + b"x" * (http.MAX_HEADER_BYTES + 10) + b"\r\n\r\n"],
 )  # fmt: skip
 def test_malformed_responses_fail(data: bytes) -> None:
