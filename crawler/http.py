@@ -510,6 +510,8 @@ class HttpClient:
                 else:
                     waiter.cancel()
                 raise
+            if self._closed:
+                raise ConnectError("the client is closed")
             idle = self._idle.get(key)
             if idle:
                 conn = idle.pop()

@@ -323,6 +323,26 @@ def test_connection_limit_queues_requests() -> None:
     asyncio.run(go())
 
 
+def test_closing_the_client_fails_the_requests_that_wait_for_room() -> None:
+    async def hold(head: bytes, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(5)
+        return False
+
+    async def go() -> None:
+        async with Server(hold) as server:
+            c = client(limit=1)
+            first = asyncio.create_task(get(c, server.url("/1")))
+            second = asyncio.create_task(get(c, server.url("/2")))
+            await asyncio.sleep(0.1)  # the first holds the one connection, the second waits
+            await c.close()
+            for task in (first, second):
+                with pytest.raises(http.ConnectError):
+                    await task
+            assert [head.split(b"\r\n")[0] for head in server.requests] == [b"GET /1 HTTP/1.1"]
+
+    asyncio.run(go())
+
+
 def test_idle_connections_make_room_for_other_origins() -> None:
     async def go() -> None:
         async with Server(reply(OK)) as one, Server(reply(OK)) as two, client(limit=1) as c:
