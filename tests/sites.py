@@ -14,10 +14,14 @@ import email.utils
 import hashlib
 import itertools
 import random
+import shutil
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiohttp import web
 
@@ -45,8 +49,11 @@ class SiteServer:
     """An aiohttp application served on 127.0.0.1 from a thread. Use as a context manager."""
 
     def __init__(self, routes: dict[str, Handler] | None = None, *, latency_s: float = 0.0,
-                 fallback: Handler | None = None, host: str = "127.0.0.1") -> None:  # fmt: skip
+                 fallback: Handler | None = None, host: str = "127.0.0.1",
+                 tls: ssl.SSLContext | None = None) -> None:  # fmt: skip
         self.routes = dict(routes or {})
+        self.tls = tls
+        """A server-side TLS context: then the site is served over https."""
         self.fallback = fallback
         self.latency_s = latency_s
         self.host = host
@@ -59,7 +66,7 @@ class SiteServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def __enter__(self) -> SiteServer:
         self._thread.start()
@@ -87,7 +94,7 @@ class SiteServer:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
+        site = web.TCPSite(self._runner, self.host, 0, ssl_context=self.tls)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -116,6 +123,26 @@ class SiteServer:
             raise
         finally:
             hit.end = time.monotonic()
+
+
+def make_certificate(directory: Path, ip: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A self-signed certificate for ``ip`` and its key (openssl), valid two days."""
+    if shutil.which("openssl") is None:
+        raise RuntimeError("openssl is needed to make a TLS test's certificate")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", f"/CN={ip}", "-addext", f"subjectAltName=IP:{ip}",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def server_tls(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
 
 
 def html_handler(body: str, status: int = 200, headers: dict[str, str] | None = None) -> Handler:

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from crawler.cli import main
 from tests.proc import child_env
-from tests.sites import SiteServer, html_handler
+from tests.sites import SiteServer, html_handler, make_certificate, server_tls
 
 FAST = ["--concurrency", "16", "--per-host", "8", "--delay", "0", "--workers", "1", "--no-sitemaps"]
 
@@ -121,6 +121,30 @@ def test_real_subprocess_and_python_m(tmp_path: Path, small_site: SiteServer) ->
     assert done.stdout.startswith("crawl finished (done): 3 pages ok")
     with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         assert connection.execute("SELECT count(*) FROM pages").fetchone() == (3,)
+
+
+def test_an_https_site_end_to_end(tmp_path: Path) -> None:
+    """The real command over TLS: the certificate checked against the CAs the environment
+    names (``SSL_CERT_FILE``, as OpenSSL reads it), and refused without them."""
+    cert, key = make_certificate(tmp_path)
+    with SiteServer(tls=server_tls(cert, key)) as site:
+        site.routes = {"/": html_handler('<title>Home</title><a href="/a">a</a><a href="/b">b</a>')}
+        site.fallback = html_handler("<title>Leaf</title><p>leaf text</p>")
+        seeds = seeds_file(tmp_path, site.url + "/")
+        for trusted, db in ((True, "trusted.db"), (False, "untrusted.db")):
+            env = child_env(SSL_CERT_FILE=str(cert)) if trusted else child_env(("SSL_CERT_FILE",))
+            done = subprocess.run([sys.executable, "-m", "crawler", seeds, "--db", str(tmp_path / db),
+                                   *FAST], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+            with contextlib.closing(sqlite3.connect(tmp_path / db)) as connection, connection:
+                pages = connection.execute("SELECT url, status FROM pages ORDER BY url").fetchall()
+                urls = connection.execute("SELECT url, state, reason FROM urls").fetchall()
+            assert done.returncode == 0, done.stderr
+            if trusted:
+                assert [(url[len(site.url) :], status) for url, status in pages] == [
+                    ("/", 200), ("/a", 200), ("/b", 200)]  # fmt: skip
+            else:  # robots.txt cannot be fetched: the origin is not crawled, and the log says why
+                assert pages == [] and urls == [(site.url + "/", "skipped", "robots-unavailable")]
+                assert "certificate verify failed" in done.stderr
 
 
 @pytest.mark.parametrize(

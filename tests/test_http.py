@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from crawler import http
 from crawler.errors import BadResponse, Blocked, ConnectFailed, TooLarge
 from crawler.fetch import Fetcher
 from crawler.settings import Settings
+from tests.sites import make_certificate, server_tls
 
 Respond = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]
 """Given a request's head, write the answer; False closes the connection."""
@@ -439,23 +438,9 @@ def test_fetcher_maps_the_clients_errors() -> None:
     asyncio.run(go())
 
 
-def _certificate(directory: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is needed to make the TLS test's certificate")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
 def test_tls_is_verified(tmp_path: Path) -> None:
-    cert, key = _certificate(tmp_path)
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_context.load_cert_chain(cert, key)
+    cert, key = make_certificate(tmp_path)
+    server_context = server_tls(cert, key)
 
     def trusting() -> ssl.SSLContext:
         context = ssl.create_default_context()
