@@ -332,9 +332,11 @@ class Engine:
             if not busy and wait_until is None:
                 return None  # nothing queued that may start, nothing running that could add
             self._wake.clear()
-            timeout = None if wait_until is None else max(0.0, wait_until - time.monotonic())
+            if wait_until is None:  # woken by a finished job or new URLs; no timer to arm
+                await self._wake.wait()
+                continue
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(max(0.0, wait_until - time.monotonic())):
                     await self._wake.wait()
             except TimeoutError:
                 pass
