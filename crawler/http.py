@@ -35,15 +35,20 @@ from collections.abc import Callable
 from types import TracebackType
 from urllib.parse import unquote
 
+import aiohappyeyeballs
 import httptools
 
-from crawler.ssrf import GuardedResolver, HostAllowed
+from crawler.ssrf import GuardedResolver, HostAllowed, Resolver
 
 KEEPALIVE_S = 15.0
 """An idle connection older than this is closed instead of reused (aiohttp's default)."""
 DNS_TTL_S = 300.0
 MAX_HEADER_BYTES = 64 * 1024
-"""A response's status line and headers together (a server could otherwise send forever)."""
+"""The most bytes a response may send without a byte of body: its status line and headers,
+interim responses, chunk framing, trailers (a server could otherwise send them forever)."""
+HAPPY_EYEBALLS_DELAY_S = 0.25
+"""A host's next address is tried this long after the previous one (RFC 8305, as aiohttp)."""
+_DNS_CACHE_ENTRIES = 4096
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BAD_CHARACTER = re.compile(r"[\x00-\x20\x7f]")
 """What a request target or Host must not hold (controls, space: they would split the request)."""
@@ -84,8 +89,8 @@ class BodyTooLarge(HTTPError):
 class Response:
     """Status, headers and (once complete) body of one response.
 
-    ``headers``: lower-case names, repeated headers joined by ``", "``; ``raw_headers``: every
-    header as received, in order. Call ``read`` for the body, then ``release`` (always: it
+    ``headers``: lower-case names, each to its first value (as aiohttp's ``get``); ``getall``
+    and ``raw_headers``: every header as received, in order. Trailers are not kept. Call ``read`` for the body, then ``release`` (always: it
     returns the connection to the pool or closes it).
     """
 
@@ -97,6 +102,7 @@ class Response:
         "cap",
         "complete",
         "error",
+        "final",
         "header_bytes",
         "headers",
         "raw_headers",
@@ -120,6 +126,8 @@ class Response:
         """The request's headers as sent (filled in only for ``HttpClient.get(record=True)``)."""
         self.header_bytes = 0
         self.complete = False
+        self.final = False
+        """The final response's headers are in (not an interim 1xx's)."""
         self.error: BaseException | None = None
         self._chunks: list[bytes] = []
         self._size = 0
@@ -208,7 +216,8 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.keep_alive = False
         self.idle_since = 0.0
-        self.requests = 0
+        self.quiet_bytes = 0
+        """Bytes received since the request or the last byte of body (``MAX_HEADER_BYTES``)."""
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -220,12 +229,18 @@ class _Connection(asyncio.Protocol):
         if response is None or response.complete:  # bytes nobody asked for: out of step
             self.close()
             return
+        self.quiet_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._broken(ProtocolError("unexpected protocol upgrade"))
         except httptools.HttpParserError as exc:
             self._broken(ProtocolError(f"malformed response: {exc}"))
+        else:
+            # llhttp buffers a header (or trailer, or chunk extension) until it ends: one that
+            # never ends is caught here, not by on_header.
+            if self.quiet_bytes > MAX_HEADER_BYTES and not response.complete:
+                self._broken(ProtocolError(f"more than {MAX_HEADER_BYTES} bytes without a body"))
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -263,16 +278,16 @@ class _Connection(asyncio.Protocol):
             return
         response.raw_headers.clear()  # an interim response's
         response.headers.clear()
+        response.reason = ""
 
     def on_status(self, status: bytes) -> None:
         response = self.response
-        if response is not None and not response.complete:
-            response.reason = status.decode("latin-1")
-            response.header_bytes += len(status)
+        if response is not None and not response.final:
+            response.reason += status.decode("latin-1")  # it may come in pieces
 
     def on_header(self, name: bytes, value: bytes) -> None:
         response = self.response
-        if response is None or response.complete:
+        if response is None or response.final:  # after the final headers: a trailer
             return
         response.header_bytes += len(name) + len(value) + 4
         if response.header_bytes > MAX_HEADER_BYTES:
@@ -284,17 +299,17 @@ class _Connection(asyncio.Protocol):
             return
         response.raw_headers.append((name, value))
         key = name.decode("latin-1").lower()
-        text = _text(value)
-        headers = response.headers
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        if key not in response.headers:
+            response.headers[key] = _text(value)
 
     def on_headers_complete(self) -> None:
         response = self.response
-        if response is None or response.complete or response.error is not None:
+        if response is None or response.final or response.error is not None:
             return
         status = self.parser.get_status_code()
         if 100 <= status < 200:
             return  # an interim response (100 Continue ...): the real one follows
+        response.final = True
         response.status = status
         response.version = self.parser.get_http_version()
         # Known now, with the framing; after the message llhttp has reset what it reads.
@@ -305,6 +320,7 @@ class _Connection(asyncio.Protocol):
         response = self.response
         if response is None or response.complete or response.error is not None:
             return
+        self.quiet_bytes = 0
         response._size += len(body)
         if response._size > response.cap:
             response._fail(BodyTooLarge(response.cap))
@@ -314,7 +330,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         response = self.response
-        if response is None or response.status == 0 or response.complete:
+        if response is None or not response.final or response.complete:
             return  # the end of an interim response (or of one nobody asked for)
         response.complete = True
         response._wake()
@@ -326,7 +342,7 @@ class _Connection(asyncio.Protocol):
         self.response = response
         self.received = False
         self.keep_alive = False
-        self.requests += 1
+        self.quiet_bytes = 0
         loop = asyncio.get_running_loop()
         self.head = head = loop.create_future()
         self.transport.write(request)
@@ -345,6 +361,14 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def close(self) -> None:
+        response = self.response
+        if response is not None and not response.complete:  # not a body the close ends
+            error = ConnectError("the connection was closed before the response was complete")
+            if self.head is not None and not self.head.done():
+                response.error = error
+                self._signal_head(error)
+            else:
+                response._fail(error)
         if self.transport is not None and not self.closed:
             self.closed = True
             self.transport.close()
@@ -389,7 +413,10 @@ class HttpClient:
         headers: dict[str, str],
         allowed: HostAllowed,
         tls: Callable[[], ssl.SSLContext] = ssl.create_default_context,
+        resolver: Resolver | None = None,
     ) -> None:
+        """``resolver``: where names are looked up (the system's by default), always behind
+        the SSRF guard; ``tls``: makes the TLS context, on the first https connection."""
         self.limit = max(1, limit)
         self.connect_timeout = connect_timeout
         for name, value in headers.items():
@@ -397,7 +424,7 @@ class HttpClient:
                 raise ValueError(f"a line break in the {name} header: {value[:200]!r}")
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         self._fixed_pairs = list(headers.items())
-        self._resolver = GuardedResolver(allowed)
+        self._resolver = GuardedResolver(allowed, resolver)
         self._make_tls = tls
         self._tls: ssl.SSLContext | None = None
         self._dns: dict[tuple[str, int], tuple[float, list[tuple[str, int]]]] = {}
@@ -423,6 +450,10 @@ class HttpClient:
         self._closed = True
         for conn in list(self._open):
             conn.close()
+        while self._waiters:  # each sees the client closed
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
         self._idle.clear()
         self._lru.clear()
         await self._resolver.close()
@@ -439,7 +470,7 @@ class HttpClient:
         request = self._request(target, authority, userinfo, headers)
         key = (scheme, host, port)
         for attempt in (0, 1):
-            conn, reused = await self._acquire(key)
+            conn, reused = await self._acquire(key, fresh=attempt > 0)
             response = Response(conn, url, cap)
             try:
                 await conn.send(request, response)
@@ -468,7 +499,7 @@ class HttpClient:
                     raise ProtocolError(f"a line break in the {name} header: {value[:200]!r}")
                 extra += f"{name}: {value}\r\n"
         head = f"GET {target} HTTP/1.1\r\nHost: {authority}\r\n{self._fixed}{extra}\r\n"
-        return head.encode("utf-8")
+        return head.encode("utf-8", "surrogateescape")  # a validator sent back as it came
 
     def _request_pairs(
         self, authority: str, userinfo: str, headers: dict[str, str] | None
@@ -481,11 +512,14 @@ class HttpClient:
         return pairs
 
     # the pool
-    async def _acquire(self, key: tuple[str, str, int]) -> tuple[_Connection, bool]:
-        """An idle connection to ``key``'s origin (reused: True) or a new one."""
+    async def _acquire(
+        self, key: tuple[str, str, int], fresh: bool = False
+    ) -> tuple[_Connection, bool]:
+        """An idle connection to ``key``'s origin (reused: True) or, or with ``fresh``, a new
+        one."""
         if self._closed:
             raise ConnectError("the client is closed")
-        idle = self._idle.get(key)
+        idle = None if fresh else self._idle.get(key)
         if idle:
             now = asyncio.get_running_loop().time()
             while idle:
@@ -512,12 +546,14 @@ class HttpClient:
                 raise
             if self._closed:
                 raise ConnectError("the client is closed")
-            idle = self._idle.get(key)
+            idle = None if fresh else self._idle.get(key)
             if idle:
                 conn = idle.pop()
                 self._lru.pop(conn, None)
-                if not conn.closed:
+                now = asyncio.get_running_loop().time()
+                if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
                     return conn, True
+                conn.close()
         conn = _Connection(self, key)
         self._open.add(conn)
         try:
@@ -525,6 +561,9 @@ class HttpClient:
         except BaseException:
             self._lost(conn)
             raise
+        if self._closed:  # closed while this one connected
+            conn.close()
+            raise ConnectError("the client is closed")
         return conn, False
 
     def _release(self, conn: _Connection) -> None:
@@ -554,27 +593,39 @@ class HttpClient:
                 return
 
     async def _connect(self, conn: _Connection) -> None:
+        """Connect ``conn`` to one of its host's addresses: tried in the resolver's order, the
+        next one started ``HAPPY_EYEBALLS_DELAY_S`` after the last (a host whose first address
+        is unreachable is still reached), all within the connect timeout; then TLS."""
         scheme, host, port = conn.key
         loop = asyncio.get_running_loop()
         tls = self._context() if scheme == "https" else None
         try:
             async with asyncio.timeout(self.connect_timeout):
                 addresses = await self._addresses(host, port)
-                last: OSError | None = None
-                for address, family in addresses:
-                    try:
-                        await loop.create_connection(
-                            lambda: conn,
-                            address,
-                            port,
-                            family=family,
-                            ssl=tls,
-                            server_hostname=host.strip("[]") if tls is not None else None,
-                        )
-                        return
-                    except OSError as exc:  # ssl.SSLError is one too
-                        last = exc
-                raise ConnectError(_describe(last, host, port)) from last
+                infos = [
+                    (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "",
+                     (address, port, 0, 0) if family == socket.AF_INET6 else (address, port))
+                    for address, family in addresses
+                ]  # fmt: skip
+                try:
+                    sock = await aiohappyeyeballs.start_connection(
+                        infos, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S, interleave=1
+                    )
+                except OSError as exc:
+                    raise ConnectError(_describe(exc, host, port)) from exc
+                try:
+                    await loop.create_connection(
+                        lambda: conn,
+                        sock=sock,
+                        ssl=tls,
+                        # no brackets, no root label's dot: what certificates name
+                        server_hostname=host.strip("[]").rstrip(".") if tls is not None else None,
+                    )
+                except BaseException as exc:
+                    sock.close()
+                    if isinstance(exc, OSError):  # ssl.SSLError is one too
+                        raise ConnectError(_describe(exc, host, port)) from exc
+                    raise
         except TimeoutError as exc:
             raise ConnectTimeout(
                 f"no connection to {host}:{port} within {self.connect_timeout:g} s"
@@ -596,6 +647,8 @@ class HttpClient:
             return cached[1]
         try:
             results = await self._resolver.resolve(host, port, socket.AF_UNSPEC)
+        except UnicodeError as exc:  # a label longer than 63 characters, say
+            raise ResolveError(f"cannot resolve {host}: {exc}") from exc
         except OSError as exc:
             if getattr(exc, "reason", None) is not None:  # BlockedAddress
                 raise ConnectError(str(exc)) from exc
@@ -603,6 +656,8 @@ class HttpClient:
         addresses = [(result["host"], result["family"]) for result in results]
         if not addresses:
             raise ResolveError(f"cannot resolve {host}: no addresses")
+        if len(self._dns) >= _DNS_CACHE_ENTRIES:  # a broad crawl: forget what has expired
+            self._dns = {k: v for k, v in self._dns.items() if v[0] > now}
         self._dns[(host, port)] = (now + DNS_TTL_S, addresses)
         return addresses
 
@@ -650,7 +705,7 @@ def _split(url: str) -> tuple[str, str, int, str, str, str]:
     if separator > bracket:
         host = authority[:separator]
         digits = authority[separator + 1 :]
-        if not digits.isdigit() or not 0 < int(digits) < 65536:
+        if not (digits.isascii() and digits.isdigit()) or not 0 < int(digits) < 65536:
             raise ProtocolError(f"bad port in URL: {url[:200]}")
         port = int(digits)
         if port == _DEFAULT_PORTS[scheme]:
