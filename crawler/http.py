@@ -515,19 +515,13 @@ class HttpClient:
     async def _acquire(
         self, key: tuple[str, str, int], fresh: bool = False
     ) -> tuple[_Connection, bool]:
-        """An idle connection to ``key``'s origin (reused: True) or, or with ``fresh``, a new
-        one."""
+        """An idle connection to ``key``'s origin (reused: True) or, always with ``fresh``, a
+        new one."""
         if self._closed:
             raise ConnectError("the client is closed")
-        idle = None if fresh else self._idle.get(key)
-        if idle:
-            now = asyncio.get_running_loop().time()
-            while idle:
-                conn = idle.pop()
-                self._lru.pop(conn, None)
-                if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
-                    return conn, True
-                conn.close()
+        reused = None if fresh else self._take_idle(key)
+        if reused is not None:
+            return reused, True
         while len(self._open) >= self.limit:
             if self._lru:  # make room: close the least recently used idle connection
                 oldest, _ = self._lru.popitem(last=False)
@@ -546,14 +540,9 @@ class HttpClient:
                 raise
             if self._closed:
                 raise ConnectError("the client is closed")
-            idle = None if fresh else self._idle.get(key)
-            if idle:
-                conn = idle.pop()
-                self._lru.pop(conn, None)
-                now = asyncio.get_running_loop().time()
-                if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
-                    return conn, True
-                conn.close()
+            reused = None if fresh else self._take_idle(key)
+            if reused is not None:
+                return reused, True
         conn = _Connection(self, key)
         self._open.add(conn)
         try:
@@ -565,6 +554,21 @@ class HttpClient:
             conn.close()
             raise ConnectError("the client is closed")
         return conn, False
+
+    def _take_idle(self, key: tuple[str, str, int]) -> _Connection | None:
+        """The most recently idle live connection to ``key``'s origin, if any; the stale ones
+        found on the way are closed."""
+        idle = self._idle.get(key)
+        if not idle:
+            return None
+        now = asyncio.get_running_loop().time()
+        while idle:
+            conn = idle.pop()
+            self._lru.pop(conn, None)
+            if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
+                return conn
+            conn.close()
+        return None
 
     def _release(self, conn: _Connection) -> None:
         if self._closed:
