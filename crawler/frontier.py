@@ -11,7 +11,9 @@ A "host" here is an origin, ``scheme://host[:port]``: the unit robots.txt applie
 
 Invariants (tested as properties):
 - never more than ``per_host`` jobs of one host in flight;
-- never a job started on a host before its ``next_start``;
+- never a job started on a host before its ``next_start``, but for ``EARLY_S`` early when the
+  host has no floor delay and no pause (its starts still come no faster than its delay allows,
+  over any stretch of time, but for a burst of ``EARLY_S`` worth);
 - requests of a host go out at least ``min_delay_s`` apart (``--delay``, ``Crawl-delay``) as
   sent, not only as handed out: a job whose task ran late holds back the next (``sending``);
 - every URL is handed out at most once, except as an explicit retry;
@@ -32,6 +34,14 @@ from crawler.seen import SeenSet
 from crawler.urls import url_origin
 
 PAGE, ROBOTS, SITEMAP = "page", "robots", "sitemap"
+
+EARLY_S = 0.001
+"""How long before its host's next start a job may start when the host has no floor delay
+(``--delay 0``, no ``Crawl-delay``) and no ``Retry-After`` pause: the adaptive delay of a fast
+server is ~0.1 ms, and a dispatcher that waited on a timer for each such gap spent more on the
+timer than on the request (12,000 waits of ~30 us in a 10,000-page crawl: 0.25 s of CPU, 4 %
+of the crawl's time). A start made early moves the next one on from the planned start, not from
+``now``, so the delay still holds on average."""
 
 
 class RobotsState(Enum):
@@ -198,13 +208,13 @@ class Frontier:
         ready = self._ready
         while ready:
             start_at, _, origin = ready[0]
-            if start_at > now:
+            host = self._hosts[origin]
+            if start_at > now and start_at > now + self._early_s(host, now):
                 return start_at
             heapq.heappop(ready)
-            host = self._hosts[origin]
             host.scheduled = False
-            if host.next_start > now:  # pushed back after it was scheduled (a retry, a pause)
-                self._schedule(host, now)
+            if host.next_start > now + self._early_s(host, now):  # pushed back after it was
+                self._schedule(host, now)  # scheduled (a retry, a pause)
                 continue
             job = self._take(host, now)
             if job is not None:
@@ -232,6 +242,13 @@ class Frontier:
             return job
         return None
 
+    @staticmethod
+    def _early_s(host: _Host, now: float) -> float:
+        """How early a job of ``host`` may start (``EARLY_S``, or 0 under a floor delay or
+        a pause)."""
+        pace = host.pace
+        return EARLY_S if pace.min_delay_s == 0 and pace.paused_until <= now else 0.0
+
     def _refusal(self, host: _Host, url: str, kind: str, attempt: int) -> str | None:
         if host.rules is not None and not host.rules.is_allowed(self._user_agent, url):
             return host.robots_reason
@@ -243,7 +260,8 @@ class Frontier:
     def _start(self, host: _Host, job: FetchJob, now: float) -> FetchJob:
         host.in_flight += 1
         self.in_flight += 1
-        host.next_start = host.pace.next_start_after(now)
+        # From the planned start when this one is early (``EARLY_S``): the delay holds on average.
+        host.next_start = host.pace.next_start_after(max(now, host.next_start))
         return job
 
     def _schedule(self, host: _Host, now: float) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from crawler.frontier import FetchJob, Frontier
+from crawler.frontier import EARLY_S, FetchJob, Frontier
 from crawler.robots import RobotsRules
 
 
@@ -44,6 +44,46 @@ def test_delay_and_per_host_limit() -> None:
     assert f.next(11.0) == 12.0  # released, but the delay runs from the previous start
     assert isinstance(f.next(12.0), FetchJob)
     assert f.empty is False and f.queued == 0
+
+
+def test_a_fast_host_without_a_floor_delay_starts_in_bursts_that_keep_its_pace() -> None:
+    """No floor delay: the adaptive delay (here 0.1 ms) lets jobs start up to EARLY_S ahead
+    of the host's next start, in a burst, and each start counts from the planned one, so that
+    over time the host gets no more than one start per delay (and one burst)."""
+    f = Frontier(per_host=1000, delay_s=0.0, check_robots=False)
+    for i in range(500):
+        f.add(f"http://a.com/{i}", 0, 0.0)
+    first = f.next(0.0)
+    assert isinstance(first, FetchJob)
+    f.release(first, 0.0064, latency_s=0.0064, status=200)
+    delay = 0.0064 / 1000  # latency / per_host: the adaptive delay, 6.4 us
+    now = 1.0
+    burst = drain(f, now)
+    assert len(burst) == 1 + round(EARLY_S / delay)  # at now, then one per delay up to now + 1 ms
+    wait = f.next(now)
+    assert isinstance(wait, float) and wait > now + EARLY_S
+    # A dispatcher that asks again whenever it is told to: the pace holds over the stretch.
+    starts = len(burst)
+    while starts < 400:
+        now = wait if isinstance(wait, float) else now
+        starts += len(drain(f, now))
+        wait = f.next(now)
+    assert starts <= (now - 1.0 + EARLY_S) / delay + 2
+
+
+def test_a_floor_delay_or_a_pause_is_kept_to_the_letter() -> None:
+    f = Frontier(per_host=10, delay_s=0.0004, check_robots=False)  # --delay 0.4 ms
+    for i in range(5):
+        f.add(f"http://a.com/{i}", 0, 0.0)
+    assert len(drain(f, 1.0)) == 1
+    assert f.next(1.0) == 1.0004  # within EARLY_S, but a floor delay is not bent
+    g = Frontier(per_host=10, delay_s=0.0, check_robots=False)
+    for i in range(5):
+        g.add(f"http://b.com/{i}", 0, 0.0)
+    job = g.next(1.0)
+    assert isinstance(job, FetchJob)
+    g.release(job, 1.0, latency_s=0.01, status=503, paused_until=1.0005)  # Retry-After
+    assert g.next(1.0) == 1.0005  # no early start into a pause either
 
 
 def test_crawl_delay_and_robots_rules() -> None:
