@@ -10,8 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parsers.terms import fnv1a32, token_bytes, utf8
 from parsers.tokens import (
+    _FOLD,
     TokenCounts,
+    _token_hashes,
     decode_counts,
     encode_counts,
     hamming64,
@@ -82,6 +85,42 @@ def test_random_ascii_equals_reference(text: str) -> None:
 )
 def test_edge_cases_equal_reference(text: str) -> None:
     assert_matches_reference(text)
+
+
+def token_sequence(text: str) -> list[int]:
+    """Every token's id, in order (the kernel's first step)."""
+    return _token_hashes(np.frombuffer(utf8(text), dtype=np.uint8), _FOLD).tolist()  # type: ignore[no-any-return]
+
+
+@settings(max_examples=300, deadline=None)
+@given(WORDY)
+def test_the_token_sequence_equals_the_reference_whatever_the_cut(text: str) -> None:
+    """The kernel hashes the text's two halves at once, cut at the first separator from the
+    middle on: the ids come out in order, none split or lost at the cut."""
+    assert token_sequence(text) == [fnv1a32(t) for t in token_bytes(text)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        " ",
+        "ab",
+        "a ",
+        " a",
+        "abcdefgh",  # no separator: one token, one chain
+        "ab cd",  # the cut falls on the only separator
+        "abc de",
+        "a bcdefgh",  # the middle is inside a token: the cut moves to its end, or past it
+        "abcdefg h",
+        "      x",
+        "x      ",
+        "word " * 1000 + "end",
+    ],
+)
+def test_the_token_sequence_at_the_edges_of_the_cut(text: str) -> None:
+    assert token_sequence(text) == [fnv1a32(t) for t in token_bytes(text)]
 
 
 @settings(max_examples=200, deadline=None)
