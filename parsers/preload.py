@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 
-from parsers.worker import warm_up
+# One BLAS thread (see ``crawler.entry.BLAS_THREADS``), for a fork server started by other
+# code than the ``crawl`` command (which set it already): this module is imported in the
+# fork server only, before numpy unless that code's ``__main__`` imported it first.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from parsers.worker import warm_up  # after the variable: it imports numpy
 
 try:
     warm_up()

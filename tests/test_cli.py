@@ -198,6 +198,34 @@ def test_reading_commands_start_no_fork_server(tmp_path: Path, small_site: SiteS
     assert done.stdout.startswith("id\tstarted_at")  # the runs table was printed
 
 
+@pytest.mark.parametrize(("preset", "expected"), [(None, "1"), ("3", "3")])
+def test_the_command_loads_numpy_with_one_blas_thread(preset: str | None, expected: str) -> None:
+    """The command sets ``OPENBLAS_NUM_THREADS=1`` (unless the user set it) before numpy is
+    imported: its OpenBLAS would start a thread per extra core that spins at start-up, in the
+    command and in its fork server, and the crawl never calls BLAS."""
+    probe = (
+        "import os, sys, runpy\n"
+        "sys.argv = ['crawl', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('crawler', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import numpy\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))\n"
+    )
+    env = _subprocess_env()
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    setting, threads = done.stdout.split()[-2:]
+    assert setting == expected
+    if preset is None and sys.platform.startswith("linux"):
+        assert threads == "1"  # no BLAS thread (nor any other) after numpy's import
+
+
 @pytest.mark.parametrize(
     ("code", "status", "stderr"), [("None", 0, ""), ("3", 3, ""), ("'bad input'", 1, "bad input")]
 )
