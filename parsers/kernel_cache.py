@@ -28,8 +28,10 @@ would have defined, say) is retried the normal way.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import sys
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -66,9 +68,41 @@ def quick_cache_loads() -> Iterator[bool]:
 
     Cache.load_overload = load_overload  # type: ignore[method-assign]
     try:
-        yield True
+        with _masked_arrays_not_imported():
+            yield True
     finally:
         Cache.load_overload = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _masked_arrays_not_imported() -> Iterator[None]:
+    """numba's ``typeof`` of an ndarray (done at each kernel's first call in a process) asks
+    ``isinstance(value, np.ma.MaskedArray)``, and the first ``np.ma`` imports numpy's masked
+    arrays: 26-33 ms of the fork server's preload, which the crawl's first page waits for.
+    No masked array can exist before ``numpy.ma`` is imported: within the block ``np.ma`` is
+    a stand-in whose ``MaskedArray`` nothing is an instance of, and whose other names import
+    the real module (which then takes its place). After the block ``np.ma`` is numpy's own
+    again, imported when first used."""
+    import numpy
+
+    if "numpy.ma" in sys.modules or "ma" in vars(numpy):
+        yield  # imported already (numpy 1.x imports it with numpy), or a stand-in is in place
+        return
+
+    class NotImported(types.ModuleType):
+        class MaskedArray:
+            """No value is an instance of this: ``numpy.ma`` is not imported."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(importlib.import_module("numpy.ma"), name)
+
+    stand_in = NotImported("numpy.ma")
+    numpy.ma = stand_in  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        if vars(numpy).get("ma") is stand_in:
+            del numpy.ma  # type: ignore[attr-defined]
 
 
 def _environments_without_imports() -> Callable[[], contextlib.AbstractContextManager[None]]:

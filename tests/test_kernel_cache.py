@@ -30,6 +30,14 @@ def squares(n):
     for i in range(n):
         out[i] = i * i
     return out
+
+
+@njit(cache=True)
+def total(values):
+    sum = 0
+    for value in values:
+        sum += value
+    return sum
 """
 
 RUN = """
@@ -51,9 +59,18 @@ original = Cache.load_overload
 from parsers.kernel_cache import quick_cache_loads
 from numba.core import environment
 rebuild_env = environment._rebuild_env
+import numpy as np
 with quick_cache_loads() as quick:
     import kern
     result = kern.squares(6).tolist()
+    result_total = kern.total(np.arange(5))  # numba's typeof of an ndarray: np.ma asked
+ma_loaded = "numpy.ma" in sys.modules
+import numba
+try:
+    numba.typeof(np.ma.array([1, 2]))  # the real np.ma after the block: refused as before
+    masked = "accepted"
+except numba.core.errors.NumbaTypeError:
+    masked = "refused"
 errors = []
 for n in (101, -1):  # raised by our code, and by numba's np.empty (negative size)
     try:
@@ -62,6 +79,9 @@ for n in (101, -1):  # raised by our code, and by numba's np.empty (negative siz
         errors.append(str(exc))
 print(json.dumps({
     "errors": errors,
+    "ma_loaded": ma_loaded,
+    "masked": masked,
+    "total": int(result_total),
     "arrayobj_loaded": "numba.np.arrayobj" in sys.modules,
     "env_restored": environment._rebuild_env is rebuild_env,
     "quick": quick,
@@ -102,6 +122,9 @@ def test_a_cache_miss_compiles_and_a_hit_loads_without_the_lowering_registries(
     assert (second["misses"], second["hits"]) == (0, 1)  # from the cache
     assert not second["registries_loaded"]  # numba's lowering registries were not imported
     assert not second["arrayobj_loaded"]  # nor the module of np.empty's environment
+    assert not second["ma_loaded"]  # nor numpy's masked arrays, for the ndarray's typeof
+    assert first["total"] == second["total"] == 10
+    assert first["masked"] == second["masked"] == "refused"  # and np.ma is numpy's after
     assert second["restored"] and second["env_restored"]
     # the kernel's exceptions, its own and numba's, need no module globals either
     assert (
