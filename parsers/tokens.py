@@ -121,6 +121,20 @@ def _simhash64(ids, counts):
 
 
 @njit(cache=True)
+def _chain(data, fold, start, stop, out, written, h, was_token):
+    """One chain of ``_token_hashes`` over ``data[start:stop]``, from its state (the write
+    index, the running hash, whether the byte before was a token's); returns that state."""
+    for i in range(start, stop):
+        c = np.uint64(fold[data[i]])
+        is_token = np.uint64(c != 0)
+        out[written] = h & _MASK32  # kept only if a token ended just before this byte
+        written += int(was_token & (is_token ^ _ONE64))
+        h = (h ^ c) * _FNV_PRIME if is_token else _FNV_OFFSET
+        was_token = is_token
+    return written, h, was_token
+
+
+@njit(cache=True)
 def _token_hashes(data, fold):
     """The id (FNV-1a 32) of every token of ``data``, in order.
 
@@ -158,20 +172,9 @@ def _token_hashes(data, fold):
         hb = (hb ^ cb) * _FNV_PRIME if ib else _FNV_OFFSET
         ta = ia
         tb = ib
-    for i in range(both, mid):  # what is left of the longer half
-        ca = np.uint64(fold[data[i]])
-        ia = np.uint64(ca != 0)
-        out_a[wa] = ha & _MASK32
-        wa += int(ta & (ia ^ _ONE64))
-        ha = (ha ^ ca) * _FNV_PRIME if ia else _FNV_OFFSET
-        ta = ia
-    for i in range(mid + both, size):
-        cb = np.uint64(fold[data[i]])
-        ib = np.uint64(cb != 0)
-        out_b[wb] = hb & _MASK32
-        wb += int(tb & (ib ^ _ONE64))
-        hb = (hb ^ cb) * _FNV_PRIME if ib else _FNV_OFFSET
-        tb = ib
+    # What is left of the longer half, one chain.
+    wa, ha, ta = _chain(data, fold, both, mid, out_a, wa, ha, ta)
+    wb, hb, tb = _chain(data, fold, mid + both, size, out_b, wb, hb, tb)
     out_a[wa] = ha & _MASK32
     wa += int(ta)
     out_b[wb] = hb & _MASK32
