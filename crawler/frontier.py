@@ -12,7 +12,7 @@ A "host" here is an origin, ``scheme://host[:port]``: the unit robots.txt applie
 Invariants (tested as properties):
 - never more than ``per_host`` jobs of one host in flight;
 - never a job started on a host before its ``next_start``, but for ``EARLY_S`` early when the
-  host has no floor delay and no pause (its starts still come no faster than its delay allows,
+  host has no floor delay, no pause and no retry waiting (its starts still come no faster than its delay allows,
   over any stretch of time, but for a burst of ``EARLY_S`` worth);
 - requests of a host go out at least ``min_delay_s`` apart (``--delay``, ``Crawl-delay``) as
   sent, not only as handed out: a job whose task ran late holds back the next (``sending``);
@@ -96,6 +96,8 @@ class _Host:
     """A heap of (-priority, sequence, url, depth, kind, attempt, known)."""
     in_flight: int = 0
     next_start: float = 0.0
+    held_until: float = 0.0
+    """No job before this, not even ``EARLY_S`` early: a retry's backoff (``retry``)."""
     sent_at: float = -math.inf
     """When the host's latest request was (or will be) sent: ``sending``."""
     scheduled: bool = False
@@ -244,10 +246,12 @@ class Frontier:
 
     @staticmethod
     def _early_s(host: _Host, now: float) -> float:
-        """How early a job of ``host`` may start (``EARLY_S``, or 0 under a floor delay or
-        a pause)."""
+        """How early a job of ``host`` may start: ``EARLY_S``, or 0 under a floor delay, a
+        pause or a retry's backoff."""
         pace = host.pace
-        return EARLY_S if pace.min_delay_s == 0 and pace.paused_until <= now else 0.0
+        if pace.min_delay_s == 0 and pace.paused_until <= now and host.held_until <= now:
+            return EARLY_S
+        return 0.0
 
     def _refusal(self, host: _Host, url: str, kind: str, attempt: int) -> str | None:
         if host.rules is not None and not host.rules.is_allowed(self._user_agent, url):
@@ -330,6 +334,7 @@ class Frontier:
         heapq.heappush(host.queue, entry)
         self.queued += 1
         host.next_start = max(host.next_start, at)
+        host.held_until = max(host.held_until, at)
         self._schedule(host, now)
 
     def robots_done(
@@ -363,6 +368,7 @@ class Frontier:
         host.robots = RobotsState.UNKNOWN
         host.robots_attempt = job.attempt + 1
         host.next_start = max(host.next_start, at)
+        host.held_until = max(host.held_until, at)
         self._schedule(host, now)
 
     def drain_skipped(self) -> list[tuple[str, int, str]]:

@@ -150,7 +150,7 @@ def _links(
     urls = resolve_all(Resolver(base), hrefs)
     found = dict.fromkeys(filter(None, urls))
     if len(found) > max_links:
-        found = dict.fromkeys(tuple(found)[:max_links])
+        found = dict.fromkeys(tuple(found)[: max(max_links, 0)])
     nofollow: dict[str, None] = {}
     for i, rel in rels:
         url = urls[i]

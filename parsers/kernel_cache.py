@@ -82,7 +82,9 @@ def _masked_arrays_not_imported() -> Iterator[None]:
     No masked array can exist before ``numpy.ma`` is imported: within the block ``np.ma`` is
     a stand-in whose ``MaskedArray`` nothing is an instance of, and whose other names import
     the real module (which then takes its place). After the block ``np.ma`` is numpy's own
-    again, imported when first used."""
+    again, imported when first used. Code in the block that keeps the stand-in itself
+    (``from numpy import ma``) would keep a ``MaskedArray`` nothing matches: the block wraps
+    only the kernels' loading and first calls, which do not."""
     import numpy
 
     if "numpy.ma" in sys.modules or "ma" in vars(numpy):

@@ -71,7 +71,7 @@ def test_a_fast_host_without_a_floor_delay_starts_in_bursts_that_keep_its_pace()
     assert starts <= (now - 1.0 + EARLY_S) / delay + 2
 
 
-def test_a_floor_delay_or_a_pause_is_kept_to_the_letter() -> None:
+def test_a_floor_delay_a_pause_or_a_retry_is_kept_to_the_letter() -> None:
     f = Frontier(per_host=10, delay_s=0.0004, check_robots=False)  # --delay 0.4 ms
     for i in range(5):
         f.add(f"http://a.com/{i}", 0, 0.0)
@@ -84,6 +84,21 @@ def test_a_floor_delay_or_a_pause_is_kept_to_the_letter() -> None:
     assert isinstance(job, FetchJob)
     g.release(job, 1.0, latency_s=0.01, status=503, paused_until=1.0005)  # Retry-After
     assert g.next(1.0) == 1.0005  # no early start into a pause either
+    h = Frontier(per_host=10, delay_s=0.0, check_robots=False)  # a retry's backoff neither
+    h.add("http://c.com/1", 0, 0.0)
+    job = h.next(0.0)
+    assert isinstance(job, FetchJob)
+    h.release(job, 1.0, latency_s=0.01, status=502)
+    h.retry(job, 11.0, 1.0)
+    assert h.next(10.9995) == 11.0
+    assert isinstance(h.next(11.0), FetchJob)
+    r = Frontier(per_host=10, delay_s=0.0)  # nor robots.txt asked again later
+    r.add("http://d.com/1", 0, 0.0)
+    robots = r.next(1.0)
+    assert isinstance(robots, FetchJob) and robots.robots
+    r.release(robots, 1.0)
+    r.robots_retry(robots, 2.0, 1.0)
+    assert r.next(1.9995) == 2.0
 
 
 def test_crawl_delay_and_robots_rules() -> None:
