@@ -12,8 +12,8 @@ A "host" here is an origin, ``scheme://host[:port]``: the unit robots.txt applie
 Invariants (tested as properties):
 - never more than ``per_host`` jobs of one host in flight;
 - never a job started on a host before its ``next_start``, but for ``EARLY_S`` early when the
-  host has no floor delay, no pause and no retry waiting (its starts still come no faster than its delay allows,
-  over any stretch of time, but for a burst of ``EARLY_S`` worth);
+  host has no floor delay, no pause and no retry waiting (its starts still come no faster
+  than its delay allows over any stretch of time, but for a burst of ``EARLY_S`` worth);
 - requests of a host go out at least ``min_delay_s`` apart (``--delay``, ``Crawl-delay``) as
   sent, not only as handed out: a job whose task ran late holds back the next (``sending``);
 - every URL is handed out at most once, except as an explicit retry;
@@ -37,7 +37,8 @@ PAGE, ROBOTS, SITEMAP = "page", "robots", "sitemap"
 
 EARLY_S = 0.001
 """How long before its host's next start a job may start when the host has no floor delay
-(``--delay 0``, no ``Crawl-delay``) and no ``Retry-After`` pause: the adaptive delay of a fast
+(``--delay 0``, no ``Crawl-delay``), no ``Retry-After`` pause and no retry's backoff pending
+(``_early_s``): the adaptive delay of a fast
 server is ~0.1 ms, and a dispatcher that waited on a timer for each such gap spent more on the
 timer than on the request (12,000 waits of ~30 us in a 10,000-page crawl: 0.25 s of CPU, 4 %
 of the crawl's time). A start made early moves the next one on from the planned start, not from
