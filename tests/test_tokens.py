@@ -167,6 +167,21 @@ def test_page_terms_of_counts_too_large_for_16_bits() -> None:
     assert len(terms.blob) == 16 + 2 * (4 + 4)  # 32-bit counts
 
 
+@pytest.mark.parametrize("distinct", [1, 7, 2_048, 2_049, 5_000])
+def test_counts_in_first_occurrence_order_however_many_ids(distinct: int) -> None:
+    """The counting table starts with room for half the tokens as distinct ids and grows
+    when a text has more (here: every word twice at most, up to all distinct); the ids come
+    out in order of first occurrence, with their counts, and absent query ids count 0."""
+    words = [f"w{i}" for i in range(distinct)]
+    text = " ".join(words + words[: distinct // 3])
+    terms = page_terms(text, (token_id("w0"), token_id("absent"), token_id(words[-1])))
+    back = decode_counts(terms.blob)
+    assert back.ids.tolist() == [token_id(w) for w in words]
+    expected = reference_tokenize(text)
+    assert back.counts.tolist() == [expected[token_id(w)] for w in words]
+    assert terms.query_tf == (expected[token_id("w0")], 0, expected[token_id(words[-1])])
+
+
 def test_token_rules() -> None:
     assert tokenize("").length == 0
     assert tokenize("").ids.size == 0
