@@ -150,6 +150,7 @@ def warm_up() -> int:
     from parsers.kernel_cache import quick_cache_loads
 
     with quick_cache_loads():  # the kernels' machine code, without numba's compiler set-up
+        import parsers.html  # noqa: F401  # here, not in each worker's first batch
         from parsers.hrefs import resolve_all
         from parsers.links import Resolver
         from parsers.tokens import page_terms

@@ -264,6 +264,18 @@ def test_the_crawl_command_leaves_its_script_out_of_the_preload(
     assert forkserver._forkserver._preload_modules == ["app.models", "parsers.preload"]
 
 
+def test_the_preload_imports_the_parser_itself() -> None:
+    """The fork server imports ``parsers.html`` (what every batch runs), so a worker's first
+    batch does not import it again in each worker."""
+    code = "import sys, parsers.preload; print('parsers.html' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
