@@ -1,15 +1,17 @@
-"""Focus: the relevance of pages to a crawl's query, scored in batches as pages arrive.
+"""Focus: the relevance of pages to a crawl's query, scored as pages arrive.
 
 Owns: the query's token ids, the corpus statistics of the pages seen so far (N, average
-length, the query terms' document frequencies, updated as pages arrive) and the batching of
-pages into scoring calls. ``await focus.score_terms(tf, length)`` returns a page's BM25 score
-from its query terms' counts (``Page.query_tf``, counted in the parse worker) and its length;
-``await focus.score(tokens)`` does the same from an encoded token blob. Pages arriving
-together are scored together, after the statistics count them.
+length, the query terms' document frequencies, updated as pages arrive) and, on a GPU, the
+batching of pages into scoring calls. ``await focus.score_terms(tf, length)`` returns a
+page's BM25 score from its query terms' counts (``Page.query_tf``, counted in the parse
+worker) and its length; ``await focus.score(tokens)`` does the same from an encoded token
+blob. A page is scored after the statistics count it.
 
 On the CPU the arithmetic left per page (a multiply-add per query word) is done in plain
-Python (``crawler.bm25``): the crawl process never loads numba or numpy for it. On a GPU
-(``device`` "gpu", or "auto" where CUDA works) each batch goes to the CUDA kernel; should the
+Python (``crawler.bm25``), each page at once: the crawl process never loads numba or numpy
+for it, and a batch would cost what its pages cost apart, plus a timer and a wait for each
+(~9 us of the event loop a page). On a GPU (``device`` "gpu", or "auto" where CUDA works)
+pages arriving together (within ``wait_s``) are scored together by the CUDA kernel; should the
 GPU fail during the crawl (the device lost, its memory taken by another process), the rest is
 scored on the CPU from the same statistics, with a warning, and the crawl goes on.
 
@@ -56,6 +58,9 @@ class Focus:
         self.device = resolve_device(device)
         scorer = _GpuScorer(self.ids) if self.device == "gpu" else TermScorer(self.ids)
         self._observe_and_score = scorer.observe_and_score
+        self._direct = self.device == "cpu"
+        """Score each page as it comes: on the CPU a batch costs what its pages cost apart,
+        and waiting ``wait_s`` for one only delays the page (and its links)."""
         self._batch_max = batch_max
         self._wait_s = wait_s
         self._pending: list[tuple[tuple[int, ...], int, asyncio.Future[float]]] = []
@@ -76,6 +81,8 @@ class Focus:
         BM25 reads nothing of a document but its length and its query terms' counts, so the
         main process never decodes a page's token blob (~1,000 ids) to score it.
         """
+        if self._direct:
+            return float(self._observe_and_score(((tf, length),))[0])
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[float] = loop.create_future()
         self._pending.append((tf, length, waiter))

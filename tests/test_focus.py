@@ -43,7 +43,8 @@ FAST = {"concurrency": 1, "per_host": 1, "delay": 0.0, "workers": 1, "progress":
 
 def test_scores_from_worker_term_counts_equal_full_token_scores() -> None:
     """What the crawl does: workers send each page's query-term counts and length, the main
-    process scores those; the result must equal scoring the full token blobs."""
+    process scores those as they come (each page after the statistics count it); the result
+    must equal scoring the full token blobs the same way, page after page."""
     docs = ["a telescope sees a galaxy", "cooking pasta", "nebula nebula telescope", "",
             "galaxy " * 50 + "telescope nebula words words"]  # fmt: skip
     counts = [tokenize(d) for d in docs]
@@ -55,30 +56,51 @@ def test_scores_from_worker_term_counts_equal_full_token_scores() -> None:
         )
 
     terms = asyncio.run(go())
-    batch = TokenBatch.from_counts(counts)
     stats = BM25Stats(query_ids(TOPIC))
-    stats.observe(batch)
-    full = score_batch(batch, stats, query_ids(TOPIC), "cpu", parallel=False)
-    assert terms == pytest.approx(list(full), rel=1e-12)
+    full = []
+    for c in counts:
+        batch = TokenBatch.from_counts([c])
+        stats.observe(batch)
+        full.extend(score_batch(batch, stats, query_ids(TOPIC), "cpu", parallel=False).tolist())
+    assert terms == pytest.approx(full, rel=1e-12)
     assert full[2] > full[1] == 0.0
 
 
-def test_focus_scores_equal_the_reference_and_share_kernel_calls() -> None:
+def test_focus_scores_equal_the_reference_page_by_page() -> None:
+    """Each page is scored when it arrives, with the statistics of the pages so far (itself
+    included): the reference BM25 over that prefix of the corpus."""
     docs = ["a telescope sees a galaxy", "cooking pasta", "nebula nebula telescope", ""]
 
     async def go() -> list[float]:
         focus = Focus(TOPIC, "cpu")
-        return await asyncio.gather(*(focus.score(encode_counts(tokenize(d))) for d in docs))
+        return [await focus.score(encode_counts(tokenize(d))) for d in docs]
 
     scores = asyncio.run(go())
     counts = [reference_tokenize(d) for d in docs]
     lengths = [sum(c.values()) for c in counts]
     q = [int(i) for i in query_ids(TOPIC)]
-    df = {t: sum(1 for c in counts if t in c) for t in q}
-    expected = reference_bm25(counts, lengths, q, len(docs), sum(lengths) / len(docs), df)
-    for got, want in zip(scores, expected, strict=True):
+    for n, got in enumerate(scores, start=1):
+        seen = counts[:n]
+        df = {t: sum(1 for c in seen if t in c) for t in q}
+        want = reference_bm25(seen, lengths[:n], q, n, sum(lengths[:n]) / n, df)[-1]
         assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
     assert scores[2] > scores[0] > 0 == scores[1] == scores[3]
+
+
+def test_on_the_cpu_a_page_is_scored_without_waiting() -> None:
+    """No batching on the CPU: ``score_terms`` returns without yielding to the event loop
+    (a batch would only add a timer and a wait to each page)."""
+
+    async def go() -> float:
+        focus = Focus(TOPIC, "cpu", wait_s=60.0)
+        step = focus.score_terms((1,) * len(focus.ids), 10).__await__()
+        try:
+            next(step)
+        except StopIteration as done:
+            return float(done.value)
+        raise AssertionError("score_terms waited")
+
+    assert asyncio.run(go()) > 0
 
 
 def test_frontier_is_best_first_within_a_host() -> None:
