@@ -227,6 +227,28 @@ def test_one_walk_finds_the_links_and_removes_what_the_separate_queries_do(html:
     assert page.text == text
 
 
+def test_each_kind_of_element_gives_its_own_attribute() -> None:
+    """Links come from ``href`` (a, area, an SVG ``a`` too) or ``src`` (frame, iframe); a
+    script's ``src`` and an iframe's ``href`` are not links, nor a template's content (a
+    fragment apart from the tree); whichever kind a worker meets first (the tag ids are
+    learnt as met)."""
+    base = "http://e.com/d/p.html"
+    body = (
+        '<script src="/s.js"></script><iframe src="/if" href="/not"></iframe>'
+        '<a href="/a" src="/not">a</a><area href="/ar"><svg><a href="/svg"></a></svg>'
+        "<noscript><a href='/ns'>x</a></noscript><template><a href='/t'></a></template>"
+    )
+    frames = '<frameset><frame src="/f1"><frame src="/f2"></frameset>'
+    for html in (body, frames, body):
+        links, _, _ = _links(LexborHTMLParser(html.encode()), base, 100, invisible=[])
+        want = (
+            ("http://e.com/f1", "http://e.com/f2")
+            if "frameset" in html
+            else tuple(f"http://e.com/{p}" for p in ("if", "a", "ar", "svg", "ns"))
+        )
+        assert links == want
+
+
 _URL_TEXT = st.text(
     alphabet=st.sampled_from(list('htp:/.abc?=&%-_~"\\, \x00\x1f\x7fé\u2028')), max_size=12
 )
