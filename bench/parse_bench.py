@@ -119,8 +119,7 @@ def stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
                                       frozenset(job.query_terms), html._offered, 1, invisible)  # fmt: skip
             html._remove(invisible)
             t3 = time.perf_counter()
-            root = tree.body if tree.body is not None else tree.root
-            text = root.text(separator=" ", strip=True).strip() if root is not None else ""
+            text = html.visible_text(tree)
             t4 = time.perf_counter()
             page_terms(text, job.query_ids)
             t5 = time.perf_counter()

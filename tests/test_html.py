@@ -22,6 +22,7 @@ from parsers.html import (
     links_json,
     parse_batch,
     parse_page,
+    visible_text,
 )
 from parsers.page import Page, ParseFailure, ParseJob, same_content
 
@@ -179,11 +180,7 @@ def test_invisible_elements_removed_as_strip_tags_does(html: str) -> None:
     _strip_invisible(ours)
     reference.strip_tags(["script", "style", "noscript", "template"])
 
-    def text(tree: LexborHTMLParser) -> str:
-        root = tree.body if tree.body is not None else tree.root
-        return root.text(separator=" ", strip=True) if root is not None else ""
-
-    assert text(ours) == text(reference)
+    assert visible_text(ours) == visible_text(reference)
 
 
 _ANCHOR_WORDS = ["fast", "Python", "crawler", "pythonic", "crawlers", "slow", "FAST", "fast-python",
@@ -221,10 +218,18 @@ def test_one_walk_finds_the_links_and_removes_what_the_separate_queries_do(html:
     tree = LexborHTMLParser(f"<body>{html}</body>".encode())
     links, _, _ = _links(tree, "http://example.com/dir/page.html", 10_000)
     _strip_invisible(tree)
-    root = tree.body if tree.body is not None else tree.root
-    text = root.text(separator=" ", strip=True).strip() if root is not None else ""
+    text = visible_text(tree)
     assert page.links == links
     assert page.text == text
+
+
+def test_visible_text_has_one_space_between_text_nodes() -> None:
+    """Text nodes are stripped and joined by one space: words in adjacent elements stay
+    apart, and the line breaks between tags add no runs of spaces."""
+    html = "<body>\n  <h1>Title</h1>\n\n  <p>one <b>two</b>three</p>\n"
+    html += " <span>a</span><span>b</span>\n</body>"
+    assert visible_text(LexborHTMLParser(html)) == "Title one two three a b"
+    assert visible_text(LexborHTMLParser("<body> \n </body>")) == ""
 
 
 def test_each_kind_of_element_gives_its_own_attribute() -> None:
