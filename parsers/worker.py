@@ -77,10 +77,22 @@ def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
         html.set_extract(extract)
 
 
+WORKER_NICE = 10
+"""How much lower a parse worker's priority is than the crawl process's (``os.nice``)."""
+
+
 def _batch_priority() -> None:
-    """Linux: run as ``SCHED_BATCH`` (CPU-bound work, no wake-up preemption): a worker woken
-    by a batch waits for a free core or the tick instead of preempting the event loop, which
-    goes on reading responses. Elsewhere, or if refused, nothing changes."""
+    """Run as background work: ``WORKER_NICE`` steps nicer than the crawl process, and on
+    Linux as ``SCHED_BATCH`` (CPU-bound, no wake-up preemption). A worker woken by a batch
+    waits for a free core or the tick instead of preempting the event loop; and when the
+    event loop or the store's thread wakes (a response, a commit done) on a core a worker
+    holds, it runs at once instead of waiting for the worker's time slice: the pages keep
+    flowing to the workers and to the store, and the workers take every cycle left.
+    10,000-page site, 9 pairs in a slow phase of the machine: 4.40-5.00 (median 4.70) ->
+    4.12-4.63 s (4.37) at the same CPU; in a fast one, 4 ABBA pairs: 3.88 -> 3.81 s; Python
+    docs, 8 pairs: 1.10 -> 1.02 s (medians). Elsewhere, or if refused, as it is."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no os.nice
+        os.nice(WORKER_NICE)
     setscheduler = getattr(os, "sched_setscheduler", None)
     batch = getattr(os, "SCHED_BATCH", None)
     if setscheduler is not None and batch is not None:

@@ -91,6 +91,19 @@ def test_workers_run_as_batch_work() -> None:
     assert crawl != os.SCHED_BATCH  # the crawl process itself keeps its policy
 
 
+def test_workers_are_nicer_than_the_crawl() -> None:
+    """Parse workers run ``WORKER_NICE`` steps nicer than the crawl process (capped at 19):
+    the event loop and the store's thread run first when they wake on a worker's core."""
+    from parsers.worker import WORKER_NICE
+
+    async def go() -> tuple[int, int]:
+        async with ParsePool(1) as pool:
+            return await pool.call(os.nice, 0), os.nice(0)
+
+    worker, crawl = asyncio.run(go())
+    assert worker == min(crawl + WORKER_NICE, 19)
+
+
 def test_a_failing_page_does_not_fail_its_batch() -> None:
     async def go() -> list[object]:
         async with ParsePool(1) as pool:
