@@ -395,3 +395,54 @@ def test_workers_keep_their_batch_buffers() -> None:
 
     default, kept = page_faults("default"), page_faults("keep")
     assert kept * 4 < default, (kept, default)
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["get_buffer", "data_received"])
+def test_replies_are_read_whatever_the_pipe_cuts_them_into(
+    buffered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frames (short and long headers, an empty one, one larger than the reader's buffer)
+    arrive cut anywhere, read as uvloop reads (into the reader's buffer) or as asyncio's
+    pipe transport does (``data_received``): each is answered whole, in order; a buffer
+    grown for an outsized reply is let go after it."""
+    import pickle
+    import random
+
+    from crawler import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "_KEEP_BYTES", 2 << 20)
+
+    answered: list[object] = []
+
+    class Pool:
+        def _answered(self, worker: object, payload: memoryview) -> None:
+            answered.append(pickle.loads(payload))
+
+    worker = pool_module._Worker.__new__(pool_module._Worker)
+    worker.pool = Pool()  # type: ignore[assignment]
+    reader = pool_module._ReplyReader(worker)
+    values: list[object] = [b"", "x" * 10, b"y" * (3 << 20), list(range(1000)), "z"]
+    stream = bytearray()
+    for i, value in enumerate(values):
+        payload = pickle.dumps(value)
+        if i % 2:  # the long header (-1, then the size in 8 bytes)
+            stream += pool_module._FRAME.pack(-1) + pool_module._LONG_FRAME.pack(len(payload))
+        else:
+            stream += pool_module._FRAME.pack(len(payload))
+        stream += payload
+    chance = random.Random(7)
+    position = 0
+    while position < len(stream):
+        size = chance.choice([1, 3, 5, 11, 4096, 70_000, 1 << 20])
+        if buffered:
+            target = reader.get_buffer(-1)
+            n = min(size, len(target), len(stream) - position)
+            target[:n] = stream[position : position + n]
+            target.release()
+            reader.buffer_updated(n)
+        else:
+            n = min(size, len(stream) - position)
+            reader.data_received(bytes(stream[position : position + n]))
+        position += n
+    assert answered == values
+    assert len(reader._buffer) == pool_module._READ_BYTES  # the outsized one was let go
