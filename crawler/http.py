@@ -194,8 +194,12 @@ def _text(value: bytes) -> str:
     return value.decode("utf-8", "surrogateescape")
 
 
-class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection: one request at a time, responses parsed as bytes arrive."""
+class _Connection(asyncio.BufferedProtocol):
+    """One HTTP/1.1 connection: one request at a time, responses parsed as bytes arrive.
+
+    A buffered protocol: the event loop reads the socket into the client's read buffer,
+    shared by its connections (each read is parsed at once, and nothing keeps a view of
+    it: llhttp hands the body over as new ``bytes``), instead of a new ``bytes`` a read."""
 
     def __init__(self, client: HttpClient, key: tuple[str, str, int]) -> None:
         self.client = client
@@ -219,11 +223,18 @@ class _Connection(asyncio.Protocol):
         self.quiet_bytes = 0
         """Bytes received since the request or the last byte of body (``MAX_HEADER_BYTES``)."""
 
-    # asyncio.Protocol
+    # asyncio.BufferedProtocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.client._read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        with self.client._read_view[:nbytes] as data:
+            self.data_received(data)
+
+    def data_received(self, data: bytes | memoryview) -> None:
         self.received = True
         response = self.response
         if response is None or response.complete:  # bytes nobody asked for: out of step
@@ -402,6 +413,10 @@ class _Connection(asyncio.Protocol):
         )
 
 
+READ_BYTES = 256 << 10
+"""The most a socket read takes (uvloop's own read size)."""
+
+
 class HttpClient:
     """A crawl's connections. Use ``async with``; ``get`` makes a request."""
 
@@ -433,6 +448,8 @@ class HttpClient:
         self._open: set[_Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
+        self._read_view = memoryview(bytearray(READ_BYTES))
+        """Where the event loop reads any of the connections' sockets (``_Connection``)."""
 
     async def __aenter__(self) -> HttpClient:
         return self

@@ -566,3 +566,36 @@ def test_tls_is_verified(tmp_path: Path) -> None:
                 assert len(c._open) == 1
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_bodies_read_at_once_on_many_connections_stay_apart(loop: str) -> None:
+    """The connections share the client's read buffer (the event loop reads each socket into
+    it): bodies larger than the buffer, on many connections at once, each arrive exact, on
+    asyncio's loop and on uvloop's."""
+    import random
+
+    import uvloop
+
+    bodies = [random.Random(i).randbytes(http.READ_BYTES * 2 + i * 977) for i in range(12)]
+
+    async def respond(head: bytes, writer: asyncio.StreamWriter) -> bool:
+        i = int(head.split(b" ")[1].strip(b"/"))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(bodies[i]))
+        for start in range(0, len(bodies[i]), 40_000):  # in pieces, as a server sends
+            writer.write(bodies[i][start : start + 40_000])
+            await writer.drain()
+        return True
+
+    async def go() -> None:
+        async with Server(respond) as server, client(limit=12) as c:
+            for _ in range(2):
+                got = await asyncio.gather(*(get(c, server.url(f"/{i}"), cap=1 << 23)
+                                             for i in range(12)))  # fmt: skip
+                assert got == [(200, body) for body in bodies]
+            assert server.most_open == 12
+
+    if loop == "uvloop":
+        uvloop.run(go())
+    else:
+        asyncio.run(go())
