@@ -132,7 +132,7 @@ class _ReplyReader(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         buffer, start, end = self._buffer, self._start, self._end
-        wanted = max(_frame_size(buffer, start, end), _MIN_READ)
+        wanted = max(_frame_size(buffer, start, end)[1], _MIN_READ)
         if start + wanted > len(buffer):
             if wanted > len(buffer):  # a new buffer: never resize one a view may still hold
                 grown = bytearray(max(wanted, 2 * len(buffer)))
@@ -147,10 +147,9 @@ class _ReplyReader(asyncio.BufferedProtocol):
         self._end += nbytes
         buffer, start, end = self._buffer, self._start, self._end
         while end - start >= 4:
-            size = _frame_size(buffer, start, end)
+            head, size = _frame_size(buffer, start, end)
             if end - start < size:
                 break
-            head = 12 if _FRAME.unpack_from(buffer, start)[0] == -1 else 4
             with memoryview(buffer) as view:
                 payload = view[start + head : start + size]
                 try:
@@ -186,17 +185,17 @@ _KEEP_BYTES = 16 << 20
 _MIN_READ = 64 << 10
 
 
-def _frame_size(buffer: bytearray, start: int, end: int) -> int:
-    """The size with its header of the frame at ``start`` (``_frame``'s form), or how many
-    bytes to read before it is known."""
+def _frame_size(buffer: bytearray, start: int, end: int) -> tuple[int, int]:
+    """(header size, size with the header) of the frame at ``start`` (``_frame``'s form);
+    while the header is incomplete, the size is how many bytes to read before it is known."""
     if end - start < 4:
-        return 12
+        return 12, 12
     (size,) = _FRAME.unpack_from(buffer, start)
     if size != -1:
-        return 4 + size
+        return 4, 4 + size
     if end - start < 12:
-        return 12
-    return 12 + _LONG_FRAME.unpack_from(buffer, start + 4)[0]
+        return 12, 12
+    return 12, 12 + _LONG_FRAME.unpack_from(buffer, start + 4)[0]
 
 
 class ParsePool:
