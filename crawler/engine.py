@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 import zlib
 from collections.abc import Iterable
@@ -47,6 +48,7 @@ from crawler.ssrf import HostAllowed, allow_hosts, check_url_host
 from crawler.traps import TrapLimits, strip_session_ids, trap_reason
 from crawler.urls import Scope, normalize_url, url_hostname
 from parsers.page import Page, ParseJob, same_content
+from parsers.worker import text_terms
 from storage.base import (
     PageRecord,
     QueuedUrl,
@@ -67,6 +69,9 @@ _NEAR_DUPLICATE_MIN_CHARS = 200
 """Shorter texts make SimHash too coarse to call two pages near-duplicates."""
 _ANCHOR_BONUS = 2.0
 """Priority added per query word in a link's anchor text (BM25 scores are ~0-20)."""
+_HERE_MAX_BYTES = 1 << 20
+"""Bodies up to this are parsed in this process while no worker is up (~10 ms of the event
+loop at most); bigger ones wait for a worker."""
 
 
 _WRITE_BATCH = 256
@@ -172,6 +177,12 @@ class Engine:
         self._started = 0.0
         self._fetcher: Fetcher | None = None
         self._pool: ParsePool | None = None
+        self._parse_here = hooks is None or hooks.extract is None
+        """Parse pages here while no parse worker is up (``_parse_in_process``): not with an
+        ``extract`` hook (it runs in the workers), not on one CPU (it would slow the
+        workers' start, the fork server's preload, instead of using an idle CPU)."""
+        self._parse_here = self._parse_here and len(os.sched_getaffinity(0)) > 1
+        self._parsed_here = 0
 
     # -- public ------------------------------------------------------------------------------
     def stop(self, reason: str = "interrupted") -> None:
@@ -282,6 +293,9 @@ class Engine:
                             task.cancel()
             finally:
                 fetcher.close()  # its deadlines' timer: nothing left to watch on the loop
+        if self._parsed_here:
+            log.debug("%d pages parsed in the crawl process while the parse workers started",
+                      self._parsed_here)  # fmt: skip
         if self.settings.max_time is not None:
             deadline.cancel()
         if self._on_progress is not None:
@@ -585,13 +599,16 @@ class Engine:
             return plain_record(job, result, fetched_at)
         if not result.is_html:
             return plain_record(job, result, fetched_at)
+        parse_job = ParseJob(
+            job.url, result.final_url, result.status, result.content_type, result.charset,
+            result.body, result.x_robots_tag, self.settings.max_outlinks, job.depth,
+            *((self._focus.terms, self._focus.ids) if self._focus is not None else ()),
+        )  # fmt: skip
         try:
-            page = await self._pool.parse(
-                ParseJob(job.url, result.final_url, result.status, result.content_type,
-                         result.charset, result.body, result.x_robots_tag,
-                         self.settings.max_outlinks, job.depth,
-                         *((self._focus.terms, self._focus.ids) if self._focus is not None else ()))
-            )  # fmt: skip
+            if self._parse_here and not self._pool.ready and len(result.body) <= _HERE_MAX_BYTES:
+                page = await self._parse_in_process(parse_job)
+            else:
+                page = await self._pool.parse(parse_job)
         except ParseError as exc:
             log.warning("cannot parse %s: %s", job.url, exc.message)
             return failure_record(job, "parse", fetched_at, result)
@@ -609,6 +626,27 @@ class Engine:
         self._follow(page.followable, job.depth + 1, score, page.anchor_hits)
         return page_record(job, page, fetched_at, duplicate_of, score=score,
                            near_duplicate_of=near)  # fmt: skip
+
+    async def _parse_in_process(self, job: ParseJob) -> Page:
+        """No parse worker is up yet (they start in the crawl's first ~0.3-0.5 s, while
+        this process is mostly idle): parse the page here, all but the terms of its text,
+        which need numba (a worker computes them when one is up). Its links are offered at
+        once, so that their fetches and parses overlap the workers' start instead of waiting
+        for it; with a query their priority is then the anchor bonus alone (the page has no
+        score yet). Same ``Page`` as a worker's parse (the tests hold them equal)."""
+        from parsers.html import parse_document, resolve_each  # selectolax, ada: no numba
+
+        try:
+            page = parse_document(job, resolve=resolve_each)
+        except Exception as exc:  # like a worker's ``ParseFailure``
+            raise ParseError(job.url, f"{type(exc).__name__}: {exc}") from None
+        self._parsed_here += 1
+        self._follow(page.followable, job.depth + 1, None, page.anchor_hits)
+        page.follow = ()  # offered: the later ``_follow`` has nothing to do
+        assert self._pool is not None
+        terms = await self._pool.call(text_terms, page.text, job.query_ids)
+        page.tokens, page.token_length, page.simhash, page.query_tf = terms
+        return page
 
     def _duplicate_of(self, job: FetchJob, page: Page) -> str | None:
         """The URL this page duplicates: same content stored before, or a canonical known."""

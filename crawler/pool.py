@@ -224,6 +224,9 @@ class ParsePool:
         self._closing = False
         self._open = False
         self._starting: set[asyncio.Task[None]] = set()
+        self._forked = False
+        self._coming = 0
+        """Workers starting (``_run_worker`` running)."""
         self.batches = 0
         self.busy = 0
         self._opened_at = 0.0
@@ -354,6 +357,16 @@ class ParsePool:
         else:
             self._waiting.append(request)
 
+    @property
+    def ready(self) -> bool:
+        """Whether a worker has been started: ``False`` while the pool waits for the fork
+        server's preload at its start. Read by the crawl to parse its first pages itself;
+        set by the starting thread itself (``_spawn``) as soon as a worker is forked, not
+        some loop turns later when it is connected: a turn can be long then (pages parsed in
+        the crawl process), and each one more is one more page parsed there, not in a
+        worker."""
+        return self._forked
+
     def _answered(self, worker: _Worker, payload: memoryview) -> None:
         request = worker.outstanding.popleft()
         try:
@@ -365,10 +378,20 @@ class ParsePool:
     # -- worker processes --------------------------------------------------------------------
     def _start_worker(self, resend: deque[_Request] | None = None) -> None:
         task = asyncio.get_running_loop().create_task(self._run_worker(resend or deque()))
+        self._coming += 1
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)
 
     async def _run_worker(self, resend: deque[_Request]) -> None:
+        try:
+            await self._bring_up(resend)
+        finally:
+            self._coming -= 1
+            if not self._coming and self._live and not self._closing:  # the last one up
+                while self._waiting:
+                    min(self._live, key=_load).send(self._waiting.popleft())
+
+    async def _bring_up(self, resend: deque[_Request]) -> None:
         # Starting a process blocks until the fork server has preloaded (~0.4 s when it is
         # new) and forked: done in a thread, so the event loop goes on meanwhile.
         try:
@@ -399,8 +422,12 @@ class ParsePool:
                   process.pid, loop.time() - self._opened_at, len(self._waiting))  # fmt: skip
         while resend:
             worker.send(resend.popleft())
-        while self._waiting:
-            min(self._live, key=_load).send(self._waiting.popleft())
+        # The requests made while no worker was up (the crawl's first pages): a share for
+        # each worker coming up, instead of all of them to the first (the others are up
+        # within milliseconds); the last one takes what is left (``_run_worker``).
+        waiting = self._waiting
+        for _ in range(-(-len(waiting) // self._coming)):
+            worker.send(waiting.popleft())
 
     def _spawn(self) -> tuple[multiprocessing.process.BaseProcess, Connection, Connection]:
         context = _context()
@@ -416,6 +443,7 @@ class ParsePool:
         )
         try:
             process.start()
+            self._forked = True  # in this thread: see ``ready``
         finally:
             their_requests.close()  # the worker holds its own copies now
             their_replies.close()

@@ -30,6 +30,16 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     return parse(jobs)
 
 
+def text_terms(text: str, query: tuple[int, ...]) -> tuple[bytes, int, int, tuple[int, ...]]:
+    """``parsers.tokens.page_terms`` of a text as a plain tuple (blob, token length, SimHash,
+    query counts): for a page the crawl process parsed itself (``parse_document``), which
+    unpickles this without importing ``parsers.tokens`` and so numba."""
+    from parsers.tokens import page_terms
+
+    terms = page_terms(text, query)
+    return terms.blob, terms.length, terms.simhash, terms.query_tf
+
+
 def serve(
     requests: Connection, replies: Connection, extract: Callable[[Any, str], Any] | None
 ) -> None:

@@ -178,10 +178,16 @@ class LinkGraph:
     ``expected_pages`` and ``expected_links`` are built from the construction.
     """
 
-    def __init__(self, n: int = 600, *, seed: int = 7, external: str = "") -> None:
+    def __init__(
+        self, n: int = 600, *, seed: int = 7, external: str = "", stable: bool = False
+    ) -> None:
         self.n = n
         self.external = external
         self.rng = random.Random(seed)
+        self.stable = stable
+        """Each URL's words from its own generator: the same page whatever the crawl's
+        order (else from one, in the order of the requests)."""
+        self.seed = seed
         self.origin = ""  # set by serve()
         self.dirs = 10
         self._plan: dict[int, list[tuple[str, str]]] = {}
@@ -236,14 +242,15 @@ class LinkGraph:
             return f"{self.origin}{target}", target
         return f"  {target}  ", target
 
-    def page_html(self, i: int) -> str:
+    def page_html(self, i: int, path_qs: str = "") -> str:
         links = self._plan[i]
         base = ""
         if i % 17 == 5:
             base = f'<base href="/s{(i + 3) % self.dirs}/">'
         anchors = "\n".join(f'<p>see <a href="{href}">page {k}</a></p>'
                             for k, (href, _) in enumerate(links))  # fmt: skip
-        words = " ".join(self.rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(30))
+        rng = random.Random(f"{self.seed} {path_qs}") if self.stable else self.rng
+        words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(30))
         return (
             f"<!DOCTYPE html><html lang='en'><head><title>Page {i}</title>{base}"
             f"<style>p {{color: red}}</style><script>var secret = 'hidden{i}';</script></head>"
@@ -259,7 +266,7 @@ class LinkGraph:
         index = self._index_of(path)
         if index is None:
             return web.Response(status=404, text="<p>missing</p>", content_type="text/html")
-        return web.Response(text=self.page_html(index), content_type="text/html")
+        return web.Response(text=self.page_html(index, request.path_qs), content_type="text/html")
 
     def _index_of(self, path: str) -> int | None:
         if path == "/index.html":

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
+import time
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 import crawler
 from crawler import Settings
+from crawler import engine as engine_module
+from crawler.pool import ParsePool
 from tests.sites import LinkGraph, SiteServer, html_handler, max_concurrency, min_start_gap
 
 FAST = {
@@ -228,3 +234,50 @@ def _text(body: str):  # type: ignore[no-untyped-def]
         return web.Response(text=body, content_type="text/plain")
 
     return handle
+
+
+_PAGE_FIELDS = ("url, final_url, status, content_type, title, lang, canonical, meta_robots, "
+                "body_bytes, content_hash, outlinks")  # fmt: skip
+_TEXT_FIELDS = "url, text, tokens, simhash"
+"""Stored for a page that is no duplicate, which depends on the order pages came in."""
+
+
+def test_pages_parsed_before_the_workers_are_up_are_stored_as_the_workers_store_them(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While the parse workers start (here made slow: 0.5 s), the crawl parses pages
+    itself, without numba, and a worker adds the terms of their text: each page is stored
+    as a crawl without that (one CPU) stores it. With a query, so anchor hits, token counts
+    and SimHash are compared too."""
+    spawn = ParsePool._spawn
+
+    def slow_spawn(pool: ParsePool) -> Any:
+        time.sleep(0.5)
+        return spawn(pool)
+
+    monkeypatch.setattr(ParsePool, "_spawn", slow_spawn)
+    settings = Settings(query="page heading", device="cpu", **FAST)
+    here, workers_only = str(tmp_path / "here.db"), str(tmp_path / "workers.db")
+    with SiteServer() as server:
+        LinkGraph(600, stable=True).serve(server)
+        with caplog.at_level(logging.DEBUG, logger="crawler.engine"):
+            assert crawler.run([server.url + "/"], settings.replace(db=here)).reason == "done"
+            parsed = [r.getMessage() for r in caplog.records if "crawl process" in r.getMessage()]
+            assert len(parsed) == 1 and int(parsed[0].split()[0]) >= 20, parsed
+            caplog.clear()
+            monkeypatch.setattr(engine_module.os, "sched_getaffinity", lambda pid: {0})  # 1 CPU
+            report = crawler.run([server.url + "/"], settings.replace(db=workers_only))
+            assert report.reason == "done"
+            assert not [r for r in caplog.records if "crawl process" in r.getMessage()]
+    pages = f"SELECT {_PAGE_FIELDS} FROM pages ORDER BY url"
+    assert len(rows(here, pages)) > 500
+    assert rows(here, pages) == rows(workers_only, pages)
+    texts = [  # of the pages that are no duplicate in either crawl
+        {row[0]: row for row in rows(db, f"SELECT {_TEXT_FIELDS} FROM pages WHERE tokens NOTNULL")}
+        for db in (here, workers_only)
+    ]
+    both = sorted(texts[0].keys() & texts[1].keys())
+    assert len(both) > 300
+    assert [texts[0][url] for url in both] == [texts[1][url] for url in both]

@@ -21,10 +21,14 @@ from parsers.html import (
     content_hash,
     links_json,
     parse_batch,
+    parse_document,
     parse_page,
+    resolve_each,
     visible_text,
 )
 from parsers.page import Page, ParseFailure, ParseJob, same_content
+from parsers.terms import query_token_ids as query_ids
+from parsers.worker import text_terms
 
 
 def job(body: bytes | str, url: str = "http://example.com/dir/page.html", **kw: object) -> ParseJob:
@@ -266,3 +270,68 @@ def test_links_json_is_json_dumps(links: tuple[str, ...]) -> None:
     anything that needs escaping (quotes, backslashes, controls) or is not ASCII."""
     assert links_json(links) == json.dumps(links, ensure_ascii=False)
     assert json.loads(links_json(links)) == list(links)
+
+
+_HEADS = [
+    "",
+    '<base href="http://cdn.e.com/b/">',
+    '<base href="../x/">',
+    '<meta name="robots" content="NOFOLLOW">',
+    '<meta name="robots" content="noindex">',
+]
+_PREVIEW_PARTS = [*_MIXED_PARTS, '<a href="/n" rel="nofollow">n</a>', '<a href="../u?q=1">u</a>',
+                  '<a href="  /sp  ">fast python</a>', '<a href="HTTP://E.com/%7ex">x</a>',
+                  '<a href="//other.org/x">crawler</a>', '<a href="mailto:a@b">m</a>',
+                  '<a href="http://[bad">bad</a>', '<a href="#top">top</a>', "<p>fast text</p>",
+                  '<a href="/n" rel="NoFollow external">fast</a>', '<a href="é/ü">u</a>']  # fmt: skip
+
+
+def _parsed_here(job: ParseJob) -> Page:
+    """What the crawl process makes of ``job`` while no worker is up: ``parse_document``
+    without numba, and the terms a worker computes (``text_terms``)."""
+    page = parse_document(job, resolve=resolve_each)
+    assert page.tokens == b"" and page.token_length == 0  # the terms are a worker's
+    page.tokens, page.token_length, page.simhash, page.query_tf = text_terms(
+        page.text, job.query_ids
+    )
+    return page
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PREVIEW_PARTS), max_size=30).map("".join),
+    st.sampled_from(_HEADS),
+    st.sampled_from(["", "noindex", "none"]),
+    st.sampled_from([3, 10_000]),
+    st.sampled_from([(), ("fast", "python", "crawler")]),
+)
+def test_a_page_parsed_without_numba_is_the_workers_page(
+    html: str, head: str, x_robots: str, max_links: int, terms: tuple[str, ...]
+) -> None:
+    """Per-href ``Resolver.resolve`` instead of the numba kernel, the terms computed apart:
+    the same ``Page`` (``<base href>``, meta and header robots, rel=nofollow, the link
+    limit, whitespace around hrefs, anchor hits)."""
+    body = f"<html><head>{head}</head><body>{html}</body></html>"
+    ids = query_ids(" ".join(terms)) if terms else ()
+    page_job = job(body, x_robots_tag=x_robots, max_links=max_links, query_terms=terms,
+                   query_ids=ids)  # fmt: skip
+    assert _parsed_here(page_job) == parse_page(page_job)
+
+
+def test_pages_of_the_benchmark_site_parsed_without_numba(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Pages like the benchmark's (relative, absolute, ``../``, fragments, query duplicates,
+    external links): the same ``Page`` both ways, on each of 60."""
+    from bench.sitegen import generate
+
+    base = "http://127.0.0.1:8/"
+    generate(tmp_path, 60, base)
+    pages = sorted(tmp_path.rglob("*.html"))
+    assert len(pages) >= 60
+    terms = ("site", "page", "the")
+    for path in pages:
+        url = base + path.relative_to(tmp_path).as_posix()
+        page_job = job(path.read_bytes(), url=url, query_terms=terms,
+                       query_ids=query_ids(" ".join(terms)))  # fmt: skip
+        page = _parsed_here(page_job)
+        assert page.links and page.tokens  # every page links somewhere and has text
+        assert page == parse_page(page_job), url

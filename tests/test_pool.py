@@ -61,6 +61,23 @@ def test_pages_for_idle_workers_go_at_once_shared_among_them() -> None:
     assert elapsed < 10.0  # not the 30 s flush delay
 
 
+def test_requests_made_before_the_workers_are_up_are_shared_among_them() -> None:
+    """The crawl's first pages wait for the workers' start; then each worker gets a share,
+    not the first one up all of them, and none is left behind. ``ready`` says a worker was
+    started, at once (the crawl parses its first pages itself until then)."""
+
+    async def go() -> tuple[bool, list[int], bool, int]:
+        async with ParsePool(2) as pool:
+            before = pool.ready
+            pids = await asyncio.gather(*(pool.call(os.getpid) for _ in range(40)))
+            return before, pids, pool.ready, len(pool._waiting)
+
+    before, pids, after, left = asyncio.run(go())
+    assert not before and after
+    assert len(pids) == 40 and left == 0
+    assert sorted(pids.count(pid) for pid in set(pids)) == [20, 20]
+
+
 def test_pages_wait_for_a_batch_while_every_worker_is_busy() -> None:
     async def go() -> tuple[list[str], int]:
         async with ParsePool(1, batch_max=4, flush_delay_s=30.0) as pool:
