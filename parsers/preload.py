@@ -19,7 +19,12 @@ import os
 # fork server only, before numpy unless that code's ``__main__`` imported it first.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from parsers.worker import warm_up  # after the variable: it imports numpy
+# No garbage collection while numpy, numba and the kernels load: the hundreds of modules'
+# new objects set it off again and again, for next to no garbage (~10 % of the preload,
+# which the crawl's first pages wait for). Everything is frozen below anyway.
+gc.disable()
+
+from parsers.worker import warm_up  # noqa: E402  # after the two: it imports numpy
 
 try:
     warm_up()
@@ -30,3 +35,4 @@ except Exception:  # each worker warms up again and reports the real error
 # collector's reach, so that collections in the workers do not write to (and so copy) the
 # pages they share with it.
 gc.freeze()
+gc.enable()  # the workers, forked from here, collect as usual

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import platform
@@ -76,6 +77,17 @@ def test_requests_made_before_the_workers_are_up_are_shared_among_them() -> None
     assert not before and after
     assert len(pids) == 40 and left == 0
     assert sorted(pids.count(pid) for pid in set(pids)) == [20, 20]
+
+
+def test_workers_collect_garbage_though_their_preload_did_not() -> None:
+    """The fork server loads numba with the garbage collector off (``parsers.preload``);
+    the workers forked from it collect as usual."""
+
+    async def go() -> bool:
+        async with ParsePool(1) as pool:
+            return await pool.call(gc.isenabled)
+
+    assert asyncio.run(go())
 
 
 def test_pages_wait_for_a_batch_while_every_worker_is_busy() -> None:
