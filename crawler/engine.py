@@ -177,11 +177,10 @@ class Engine:
         self._started = 0.0
         self._fetcher: Fetcher | None = None
         self._pool: ParsePool | None = None
-        self._parse_here = hooks is None or hooks.extract is None
+        self._parse_here = self.hooks.extract is None and _usable_cpus() > 1
         """Parse pages here while no parse worker is up (``_parse_in_process``): not with an
         ``extract`` hook (it runs in the workers), not on one CPU (it would slow the
         workers' start, the fork server's preload, instead of using an idle CPU)."""
-        self._parse_here = self._parse_here and len(os.sched_getaffinity(0)) > 1
         self._parsed_here = 0
 
     # -- public ------------------------------------------------------------------------------
@@ -848,6 +847,13 @@ class Fetched:
     result: FetchResult | None
     error: str | None
     retried: bool = False
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform says it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _single(group: BaseExceptionGroup) -> BaseException:

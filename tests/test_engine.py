@@ -267,7 +267,7 @@ def test_pages_parsed_before_the_workers_are_up_are_stored_as_the_workers_store_
             parsed = [r.getMessage() for r in caplog.records if "crawl process" in r.getMessage()]
             assert len(parsed) == 1 and int(parsed[0].split()[0]) >= 20, parsed
             caplog.clear()
-            monkeypatch.setattr(engine_module.os, "sched_getaffinity", lambda pid: {0})  # 1 CPU
+            monkeypatch.setattr(engine_module, "_usable_cpus", lambda: 1)
             report = crawler.run([server.url + "/"], settings.replace(db=workers_only))
             assert report.reason == "done"
             assert not [r for r in caplog.records if "crawl process" in r.getMessage()]
