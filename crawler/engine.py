@@ -24,6 +24,7 @@ import os
 import time
 import zlib
 from collections.abc import Iterable
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from crawler.api import CrawledPage
 from crawler.discovery import Discovery
-from crawler.errors import FetchError, ParseError, StorageError
+from crawler.errors import CrawlerError, FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
 from crawler.forkserver import prestart
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
@@ -643,7 +644,12 @@ class Engine:
         self._follow(page.followable, job.depth + 1, None, page.anchor_hits)
         page.follow = ()  # offered: the later ``_follow`` has nothing to do
         assert self._pool is not None
-        terms = await self._pool.call(text_terms, page.text, job.query_ids)
+        try:
+            terms = await self._pool.call(text_terms, page.text, job.query_ids)
+        except (CrawlerError, BrokenProcessPool):  # the pool's, as for a worker's parse
+            raise
+        except Exception as exc:  # raised by ``text_terms``: a page's failure there too
+            raise ParseError(job.url, f"{type(exc).__name__}: {exc}") from None
         page.tokens, page.token_length, page.simhash, page.query_tf = terms
         return page
 

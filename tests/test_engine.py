@@ -281,3 +281,28 @@ def test_pages_parsed_before_the_workers_are_up_are_stored_as_the_workers_store_
     both = sorted(texts[0].keys() & texts[1].keys())
     assert len(both) > 300
     assert [texts[0][url] for url in both] == [texts[1][url] for url in both]
+
+
+def test_a_failure_of_the_terms_for_a_page_parsed_here_is_the_pages_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page parsed in the crawl process whose terms fail in the worker is stored as a
+    parse failure, as a worker's failed parse is; the crawl goes on (``int`` stands for a
+    ``text_terms`` that raises: ``int(text, ())`` is a ``TypeError``)."""
+    spawn = ParsePool._spawn
+
+    def slow_spawn(pool: ParsePool) -> Any:
+        time.sleep(0.5)
+        return spawn(pool)
+
+    monkeypatch.setattr(ParsePool, "_spawn", slow_spawn)
+    monkeypatch.setattr(engine_module, "text_terms", int)
+    db = str(tmp_path / "c.db")
+    with SiteServer() as server:
+        LinkGraph(100, stable=True).serve(server)
+        report = crawler.run([server.url + "/"], Settings(db=db, **FAST))
+    assert (report.status, report.reason) == ("finished", "done")
+    failed = rows(db, "SELECT count(*) FROM pages WHERE error = 'parse' AND status = 200")[0][0]
+    parsed = rows(db, "SELECT count(*) FROM pages WHERE error IS NULL AND tokens NOTNULL")[0][0]
+    html = rows(db, "SELECT count(*) FROM pages WHERE status = 200 AND content_type = 'text/html'")
+    assert failed >= 1 and failed + parsed == html[0][0] > 100  # each page parsed or failed
