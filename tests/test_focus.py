@@ -257,29 +257,44 @@ def test_crawl_scores_equal_the_serial_kernel(
 
 
 CRAWL_ONCE = """
-import sys
+import logging, sys, time
 import crawler
+from crawler.pool import ParsePool
 if __name__ == "__main__":
-    url, db, query = sys.argv[1:]
+    url, db, query, slow = sys.argv[1:]
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logging.getLogger("crawler.engine").addHandler(handler)
+    logging.getLogger("crawler.engine").setLevel(logging.DEBUG)
+    if slow == "slow":  # the workers start late: the crawl process parses the pages itself
+        spawn = ParsePool._spawn
+        ParsePool._spawn = lambda pool: (time.sleep(0.5), spawn(pool))[1]
     settings = crawler.Settings(db=db, query=query, device="cpu", concurrency=1, per_host=1,
                                 delay=0.0, workers=1, progress=False, sitemaps=False)
     assert crawler.run([url], settings).pages_ok == 7
     loaded = [name for name in ("numba", "numpy") if name in sys.modules]
     assert not loaded, loaded
+    here = [m for m in messages if "parsed in the crawl process" in m]
+    assert here or slow != "slow", messages
 """
 
 
-def test_a_crawl_with_a_query_on_the_cpu_loads_neither_numba_nor_numpy(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("workers", ["slow", "quick"])
+def test_a_crawl_with_a_query_on_the_cpu_loads_neither_numba_nor_numpy(  # type: ignore[no-untyped-def]
+    tmp_path, workers: str
+) -> None:
     """Scoring in the crawl process is a few multiply-adds a page: it must not cost the
     ~0.5 s of CPU that loading numba and its kernels takes at every start (the parse
-    workers, which tokenize, load them)."""
+    workers, which tokenize, load them). Nor do the pages the crawl process parses itself
+    while its workers start (with "slow" workers, all of them here)."""
     program = tmp_path / "crawl_once.py"
     program.write_text(CRAWL_ONCE)
     db = tmp_path / "q.db"
     with SiteServer() as site:
         _topic_site(site)
         result = subprocess.run(
-            [sys.executable, "-W", "error", str(program), site.url + "/", str(db), TOPIC],
+            [sys.executable, "-W", "error", str(program), site.url + "/", str(db), TOPIC, workers],
             cwd=REPO,
             env=child_env(),
             capture_output=True,
