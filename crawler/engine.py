@@ -71,8 +71,8 @@ _NEAR_DUPLICATE_MIN_CHARS = 200
 _ANCHOR_BONUS = 2.0
 """Priority added per query word in a link's anchor text (BM25 scores are ~0-20)."""
 _HERE_MAX_BYTES = 1 << 20
-"""Bodies up to this are parsed in this process while no worker is up (~10 ms of the event
-loop at most); bigger ones wait for a worker."""
+"""Bodies up to this are parsed in this process while no worker is up (a few ms of the event
+loop a page; 10-30 ms at this size); bigger ones wait for a worker."""
 
 
 _WRITE_BATCH = 256
