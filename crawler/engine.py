@@ -70,10 +70,11 @@ _NEAR_DUPLICATE_MIN_CHARS = 200
 """Shorter texts make SimHash too coarse to call two pages near-duplicates."""
 _ANCHOR_BONUS = 2.0
 """Priority added per query word in a link's anchor text (BM25 scores are ~0-20)."""
-_HERE_MAX_BYTES = 512 << 10
+_HERE_MAX_BYTES = 256 << 10
 """Bodies up to this are parsed in this process while no worker is up: a few ms of the event
-loop a page, ~25 ms for a link-dense one of this size (the docs' contents page cut to it);
-bigger ones wait for a worker."""
+loop a page, ~12 ms for a link-dense one of this size (the docs' contents page cut to it;
+~25 ms at 512 KiB), which a service that runs the crawl on its own loop would feel; bigger
+ones wait for a worker."""
 
 
 _WRITE_BATCH = 256
