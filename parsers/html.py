@@ -168,11 +168,7 @@ def _links(
     # All hrefs at once: one numba call instead of ~2 us of Python each. Then no Python
     # loop over every link but where it must look at each (anchor text, for a query): the
     # links deduplicated in C (an href that resolves to nothing is None).
-    if resolve is None:
-        from parsers.hrefs import resolve_all  # numba: imported where it runs
-
-        resolve = resolve_all
-    urls = resolve(Resolver(base), hrefs)
+    urls = (resolve or _kernels()[0])(Resolver(base), hrefs)
     found = dict.fromkeys(filter(None, urls))
     if len(found) > max_links:
         found = dict.fromkeys(tuple(found)[: max(max_links, 0)])
@@ -290,11 +286,20 @@ def _remove(nodes: list[LexborNode]) -> None:
         node.decompose(recursive=False)
 
 
+@functools.cache
+def _kernels() -> tuple[Callable[[Resolver, list[str]], list[str | None]], Callable[..., Any]]:
+    """(``resolve_all``, ``page_terms``): numba, imported where they run (the workers) and
+    looked up once, not at every page."""
+    from parsers.hrefs import resolve_all
+    from parsers.tokens import page_terms
+
+    return resolve_all, page_terms
+
+
 def parse_page(job: ParseJob, offered: dict[int, int] | None = None) -> Page:
     """Parse one HTML response into a ``Page``. ``offered``: see ``_links``."""
-    from parsers.tokens import page_terms  # numba: imported in the workers only
-
-    page = parse_document(job, offered)
+    resolve_all, page_terms = _kernels()
+    page = parse_document(job, offered, resolve_all)
     terms = page_terms(page.text, job.query_ids)
     page.tokens, page.token_length = terms.blob, terms.length
     page.simhash, page.query_tf = terms.simhash, terms.query_tf

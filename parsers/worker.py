@@ -80,6 +80,7 @@ def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
     _batch_priority()
     keep_batch_buffers()
     gc.set_threshold(50_000, 20, 10)  # parsing frees by reference counting; few cycles
+    gc.enable()  # whatever the fork server's preload left (it loads with it off)
     _exit_with_parent()
     if extract is not None:
         from parsers import html
