@@ -353,6 +353,46 @@ def test_the_crawl_commands_fork_server_is_a_fork_of_it_and_leaves_with_it(tmp_p
     assert not [pid for pid in everything if _alive(pid)]
 
 
+_TRACKER_BY_FORK = """
+import os, sys
+from multiprocessing import resource_tracker, shared_memory
+from crawler.forkserver import _tracker_by_fork
+assert _tracker_by_fork()
+tracker = resource_tracker._resource_tracker
+fd, pid = tracker._fd, tracker._pid
+assert open(f"/proc/{pid}/cmdline", "rb").read() == open("/proc/self/cmdline", "rb").read()
+assert not _tracker_by_fork()  # one is running: nothing started
+resource_tracker.ensure_running()  # multiprocessing finds it alive and keeps it
+assert (tracker._fd, tracker._pid) == (fd, pid)
+memory = shared_memory.SharedMemory(create=True, size=4096)  # registered with the tracker
+print(memory.name, pid, flush=True)
+memory.close()
+os._exit(0)  # killed, say: the segment is never unlinked here
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork start: Linux only")
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="POSIX shared memory in /dev/shm")
+def test_the_forked_resource_tracker_does_the_trackers_work(tmp_path: Path) -> None:
+    """``crawl`` forks multiprocessing's resource tracker instead of starting an interpreter
+    for it: multiprocessing uses the forked one as its own, and it still cleans up what a
+    dead process leaked, then exits."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run(
+        [sys.executable, "-c", _TRACKER_BY_FORK],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    name, pid = out.stdout.split()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (
+        _alive(int(pid)) or os.path.exists(f"/dev/shm/{name.lstrip('/')}")
+    ):
+        time.sleep(0.05)
+    assert not os.path.exists(f"/dev/shm/{name.lstrip('/')}"), "the leaked segment was kept"
+    assert not _alive(int(pid)), "the tracker outlived its process"
+
+
 def test_no_fork_start_beside_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forking a process with other threads may copy a lock held by one of them: the
     fork start declines, and the usual start is used."""
