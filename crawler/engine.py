@@ -185,6 +185,9 @@ class Engine:
         ``extract`` hook (it runs in the workers), not on one CPU (it would slow the
         workers' start, the fork server's preload, instead of using an idle CPU)."""
         self._parsed_here = 0
+        self._offered_here: dict[int, int] = {}
+        """The links the pages parsed here offered (``parsers.html.new_links``), with a
+        query: their anchor text is not read again on the next pages (as a worker's memo)."""
 
     # -- public ------------------------------------------------------------------------------
     def stop(self, reason: str = "interrupted") -> None:
@@ -636,14 +639,16 @@ class Engine:
         once, so that their fetches and parses overlap the workers' start instead of waiting
         for it; with a query their priority is then the anchor bonus alone (the page has no
         score yet). Same ``Page`` as a worker's parse (the tests hold them equal)."""
-        from parsers.html import parse_document, resolve_each  # selectolax, ada: no numba
+        from parsers.html import new_links, parse_document, resolve_each  # no numba
 
+        offered = self._offered_here if job.query_terms else None
         try:
-            page = parse_document(job, resolve=resolve_each)
+            page = parse_document(job, offered, resolve_each)
         except Exception as exc:  # like a worker's ``ParseFailure``
             raise ParseError(job.url, f"{type(exc).__name__}: {exc}") from None
         self._parsed_here += 1
-        self._follow(page.followable, job.depth + 1, None, page.anchor_hits)
+        links = page.followable if offered is None else new_links(page, job.depth + 1, offered)
+        self._follow(links, job.depth + 1, None, page.anchor_hits)
         page.follow = ()  # offered: the later ``_follow`` has nothing to do
         assert self._pool is not None
         try:

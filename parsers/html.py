@@ -372,12 +372,12 @@ _offered: dict[int, int] = {}
 depth offered at (hashes, not strings: half the memory)."""
 
 
-def _new_links(page: Page, depth: int) -> tuple[str, ...]:
-    """The followable links of ``page`` not offered before at ``depth`` or less (see
-    ``Page.follow``). The memo is bounded: when full it is cleared, which only costs work."""
-    if len(_offered) >= _OFFERED_MAX:
-        _offered.clear()
-    offered = _offered
+def new_links(page: Page, depth: int, offered: dict[int, int]) -> tuple[str, ...]:
+    """The followable links of ``page`` not in the memo ``offered`` at ``depth`` or less
+    (see ``Page.follow``, and ``_links`` for the memo), which now holds them. The memo is
+    bounded: when full it is cleared, which only costs work."""
+    if len(offered) >= _OFFERED_MAX:
+        offered.clear()
     fresh = []
     for url in page.followable:
         key = hash(url)
@@ -404,7 +404,7 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
             continue
         # ``links`` and ``nofollow_links`` stay here: the crawl reads ``links_json`` and
         # ``follow``, and 50-odd URL strings a page cost pickling here and unpickling there.
-        follow = _new_links(page, job.depth + 1)
+        follow = new_links(page, job.depth + 1, _offered)
         page.follow, page.links, page.nofollow_links = follow, (), ()
         results.append(page)
     return results

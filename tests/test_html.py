@@ -20,6 +20,7 @@ from parsers.html import (
     choose_charset,
     content_hash,
     links_json,
+    new_links,
     parse_batch,
     parse_document,
     parse_page,
@@ -335,3 +336,32 @@ def test_pages_of_the_benchmark_site_parsed_without_numba(tmp_path) -> None:  # 
         page = _parsed_here(page_job)
         assert page.links and page.tokens  # every page links somewhere and has text
         assert page == parse_page(page_job), url
+
+
+def test_pages_parsed_here_skip_known_anchors_as_a_worker_does(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With a query, the crawl process keeps a memo of the links its pages offered, as a
+    worker does (``new_links``): over the same pages in the same order, the links to follow
+    and the anchor hits are the worker's, page by page, and the memo saves reading anchors."""
+    import parsers.html
+    from bench.sitegen import generate
+
+    base = "http://127.0.0.1:8/"
+    generate(tmp_path, 40, base)
+    terms = ("site", "page", "the")
+    jobs = [
+        job(path.read_bytes(), url=base + path.relative_to(tmp_path).as_posix(),
+            query_terms=terms, query_ids=query_ids(" ".join(terms)), depth=depth % 3)
+        for depth, path in enumerate(sorted(tmp_path.rglob("*.html")))
+    ]  # fmt: skip
+    monkeypatch.setattr(parsers.html, "_offered", {})  # a fresh worker
+    worker = parse_batch(jobs)
+    offered: dict[int, int] = {}
+    skipped = 0
+    for page_job, theirs in zip(jobs, worker, strict=True):
+        assert isinstance(theirs, Page)
+        ours = parse_document(page_job, offered, resolve_each)
+        assert new_links(ours, page_job.depth + 1, offered) == theirs.follow, page_job.url
+        assert ours.anchor_hits == theirs.anchor_hits, page_job.url
+        everything = parse_document(page_job, None, resolve_each).anchor_hits or {}
+        skipped += len(everything) - len(ours.anchor_hits or {})
+    assert skipped > 0  # links seen before had their anchors read once only
