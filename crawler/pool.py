@@ -7,10 +7,13 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
   layer and CUDA do not survive it; the fork server runs neither. ``spawn`` where there is
   no fork server (not Linux/macOS). Workers import only ``parsers`` and run
   ``parsers.worker.serve``;
-- requests and replies travel as pickles over pipes that the event loop reads and writes
-  itself (asyncio pipe transports): no executor threads, no cross-thread wake-ups, and the
-  replies are decoded on the loop that uses them. A request's page bodies travel beside its
-  pickle, uncopied (``parsers.wire``). A worker answers in request order;
+- requests and replies are pickles whose large byte strings travel beside them (a request's
+  page bodies, a reply's texts as UTF-8 and token blobs: ``parsers.wire``), written into a
+  ring of shared memory per direction and worker (``parsers.ring``, ``ring_bytes`` each)
+  where it has room, else through the pipe. The pipes carry every message's notice; the
+  event loop reads and writes them itself (asyncio pipe transports): no executor threads,
+  no cross-thread wake-ups, and the replies are decoded on the loop that uses them, in the
+  ring, which the decoding gives back. A worker answers in request order;
 - ``parse()`` callers are grouped into batches: while every worker is busy, a batch goes
   out when it holds ``batch_max`` pages or ``flush_delay_s`` after its first page,
   whichever comes first, to the worker with the fewest requests outstanding. Each batch
@@ -32,7 +35,6 @@ import contextlib
 import fcntl
 import logging
 import multiprocessing
-import pickle
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -45,6 +47,8 @@ from crawler.errors import CrawlerError, ParseError
 from crawler.forkserver import context as _context
 from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
+from parsers.ring import Ring
+from parsers.ring import available as ring_available
 from parsers.worker import parse_batch, serve
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,11 @@ def _widen_pipe(connection: Connection) -> None:
             fcntl.fcntl(connection.fileno(), setpipe, _PIPE_BYTES)
 
 
+RING_BYTES = 4 << 20
+"""Each direction of a worker's traffic goes through a ring of this size (``parsers.ring``):
+a batch of the benchmark site's pages is ~0.9 MB each way, so a ring holds the ~3 batches a
+busy worker has outstanding; a message that finds no room goes through the pipe."""
+
 _FRAME = struct.Struct("!i")
 _LONG_FRAME = struct.Struct("!Q")
 
@@ -84,33 +93,45 @@ Reply = Callable[[bool, Any], None]
 
 
 class _Request:
-    __slots__ = ("frame", "reply")
+    __slots__ = ("parts", "reply")
 
-    def __init__(self, frame: list[bytes | memoryview], reply: Reply) -> None:
-        self.frame = frame
+    def __init__(self, parts: list[bytes | memoryview], reply: Reply) -> None:
+        self.parts = parts
+        """The message (``parsers.wire.encode``): placed when sent, again if sent again."""
         self.reply = reply
 
 
 class _Worker:
     """One worker process, the transport of its request pipe, its outstanding requests."""
 
-    def __init__(self, pool: ParsePool, process: multiprocessing.process.BaseProcess) -> None:
+    def __init__(
+        self,
+        pool: ParsePool,
+        process: multiprocessing.process.BaseProcess,
+        rings: tuple[Ring, Ring] | None = None,
+    ) -> None:
         self.pool = pool
         self.process = process
         self.requests: asyncio.WriteTransport | None = None
         self.replies: asyncio.ReadTransport | None = None
         self.outstanding: deque[_Request] = deque()
         self.dead = False
+        self.request_ring: Ring | None = rings[0] if rings is not None else None
+        self.reply_ring: Ring | None = rings[1] if rings is not None else None
 
     def send(self, request: _Request) -> None:
         assert self.requests is not None
         self.outstanding.append(request)
-        self.requests.writelines(request.frame)
+        self.requests.writelines(_frame(wire.place(request.parts, self.request_ring)))
 
     def close(self) -> None:
         for transport in (self.requests, self.replies):
             if transport is not None:
                 transport.close()
+        for ring in (self.request_ring, self.reply_ring):
+            if ring is not None:
+                ring.close()
+        self.request_ring = self.reply_ring = None
 
 
 class _ReplyReader(asyncio.BufferedProtocol):
@@ -208,8 +229,10 @@ class ParsePool:
         batch_max: int = 32,
         flush_delay_s: float = 0.016,
         extract: Callable[[Any, str], Any] | None = None,
+        ring_bytes: int = RING_BYTES,
     ) -> None:
         self.workers = workers
+        self._ring_bytes = ring_bytes
         self._extract = extract
         self._batch_max = batch_max
         self._flush_delay_s = flush_delay_s
@@ -351,7 +374,7 @@ class ParsePool:
         except Exception as exc:  # a job that cannot travel: the caller's error
             reply(False, exc)
             return
-        request = _Request(_frame(parts), reply)
+        request = _Request(parts, reply)
         if self._live:
             min(self._live, key=_load).send(request)
         else:
@@ -370,7 +393,7 @@ class ParsePool:
     def _answered(self, worker: _Worker, payload: memoryview) -> None:
         request = worker.outstanding.popleft()
         try:
-            ok, value = pickle.loads(payload)
+            ok, value = wire.receive(payload, worker.reply_ring)
         except Exception as exc:  # an exception type that does not unpickle, say
             ok, value = False, CrawlerError(f"unreadable reply from a parse worker: {exc}")
         request.reply(ok, value)
@@ -395,7 +418,7 @@ class ParsePool:
         # Starting a process blocks until the fork server has preloaded (~0.4 s when it is
         # new) and forked: done in a thread, so the event loop goes on meanwhile.
         try:
-            process, requests, replies = await asyncio.to_thread(self._spawn)
+            process, requests, replies, rings = await asyncio.to_thread(self._spawn)
         except asyncio.CancelledError:  # the pool is closing
             for request in resend:
                 request.reply(False, CrawlerError("parse pool is closed"))
@@ -403,7 +426,7 @@ class ParsePool:
         except Exception as exc:
             self._fail(BrokenProcessPool(f"cannot start a parse worker: {exc}"), resend)
             return
-        worker = _Worker(self, process)
+        worker = _Worker(self, process, rings)
         loop = asyncio.get_running_loop()
         try:
             worker.requests, _ = await loop.connect_write_pipe(asyncio.Protocol, requests)
@@ -429,25 +452,52 @@ class ParsePool:
         for _ in range(-(-len(waiting) // self._coming)):
             worker.send(waiting.popleft())
 
-    def _spawn(self) -> tuple[multiprocessing.process.BaseProcess, Connection, Connection]:
+    def _spawn(
+        self,
+    ) -> tuple[
+        multiprocessing.process.BaseProcess, Connection, Connection, tuple[Ring, Ring] | None
+    ]:
         context = _context()
         their_requests, requests = context.Pipe(duplex=False)
         replies, their_replies = context.Pipe(duplex=False)
         for connection in (requests, replies):
             _widen_pipe(connection)
+        rings = self._rings()
         process = context.Process(  # type: ignore[attr-defined]
             target=serve,
-            args=(their_requests, their_replies, self._extract),
+            args=(their_requests, their_replies, self._extract,
+                  None if rings is None else (rings[0].shared(), rings[1].shared())),
             name="crawl-parse",
             daemon=True,
-        )
+        )  # fmt: skip
         try:
             process.start()
             self._forked = True  # in this thread: see ``ready``
+        except BaseException:
+            for ring in rings or ():
+                ring.close()
+            raise
         finally:
             their_requests.close()  # the worker holds its own copies now
             their_replies.close()
-        return process, requests, replies
+        return process, requests, replies, rings
+
+    def _rings(self) -> tuple[Ring, Ring] | None:
+        """A new worker's two rings (requests, replies), or ``None``: pipes alone (no
+        ``memfd`` here, ``ring_bytes`` 0, or the rings could not be made)."""
+        if not self._ring_bytes or not ring_available():
+            return None
+        try:
+            requests = Ring.create(self._ring_bytes)
+        except OSError as exc:
+            log.debug("parse worker without shared memory: %s", exc)
+            return None
+        try:
+            return requests, Ring.create(self._ring_bytes)
+        except OSError as exc:
+            requests.close()
+            log.debug("parse worker without shared memory: %s", exc)
+            return None
 
     def _lost(self, worker: _Worker) -> None:
         """A worker's reply pipe closed: it died (or the pool is closing)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 from blake3 import blake3
@@ -126,16 +126,52 @@ class Page:
         refused = frozenset(self.nofollow_links)
         return tuple(url for url in self.links if url not in refused)
 
-    def __reduce__(self) -> tuple[type[Page], tuple[object, ...]]:
+    text_utf8: bytes | None = field(default=None, compare=False, repr=False)
+    """``text`` encoded (UTF-8, ``surrogatepass``), where a worker has it (it tokenizes that):
+    the form ``text`` travels back in (see ``__reduce_ex__``). Never set after the trip."""
+
+    def __reduce_ex__(self, protocol: int) -> tuple[object, tuple[object, ...]]:  # type: ignore[override]
         # A plain tuple pickles and loads about twice as fast as the dataclass state dict,
-        # and every page crosses the process boundary once.
-        return (Page, _page_fields(self))
+        # and every page crosses the process boundary once. From protocol 5 the text (as
+        # its UTF-8 bytes) and the tokens are offered as buffers, which ``parsers.wire``
+        # moves beside the pickle, uncopied by the pickler (through a ring: copied once in
+        # all on the way); ``_page`` turns them back into a ``str`` and ``bytes``.
+        fields = _page_fields(self)
+        if protocol < 5:
+            return (_page, fields)
+        values = list(fields)
+        if self.text_utf8 is not None:
+            values[_TEXT] = pickle.PickleBuffer(self.text_utf8)
+            values[_UTF8] = None
+        if type(self.tokens) is bytes and self.tokens:
+            values[_TOKENS] = pickle.PickleBuffer(self.tokens)
+        return (_page, tuple(values))
 
 
 _job_fields = attrgetter(*ParseJob.__slots__)
 _BODY = ParseJob.__slots__.index("body")
 _page_fields = attrgetter(*Page.__slots__)
 """Every field's value, as a tuple in ``__init__``'s order (one C call)."""
+
+
+_TEXT = Page.__slots__.index("text")
+_TOKENS = Page.__slots__.index("tokens")
+_UTF8 = Page.__slots__.index("text_utf8")
+
+
+def _page(*fields: object) -> Page:
+    """Unpickles a ``Page``: a text that came as UTF-8 (bytes, or a buffer that
+    ``parsers.wire`` handed over) is decoded; tokens that came as a buffer are copied out.
+    Nothing of the page refers to the message it came in, which is then reused."""
+    text, tokens = fields[_TEXT], fields[_TOKENS]
+    if type(text) is not str or type(tokens) is not bytes:
+        values = list(fields)
+        if type(text) is not str:
+            values[_TEXT] = str(text, "utf-8", "surrogatepass")  # type: ignore[call-overload]
+        if type(tokens) is not bytes:
+            values[_TOKENS] = bytes(tokens)  # type: ignore[call-overload]
+        fields = tuple(values)
+    return Page(*fields)  # type: ignore[arg-type]
 
 
 def _job(*fields: object) -> ParseJob:

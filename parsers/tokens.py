@@ -425,10 +425,13 @@ class PageTerms(NamedTuple):
     """How often each of the query's ids occurs (``term_counts``)."""
 
 
-def page_terms(text: str, query: tuple[int, ...] = (), max_tokens: int = 4096) -> PageTerms:
+def page_terms(
+    text: str, query: tuple[int, ...] = (), max_tokens: int = 4096, *, utf8: bytes | None = None
+) -> PageTerms:
     """``encode_counts(tokenize(text))``, ``simhash_text``, and ``term_counts`` of the
-    ``query`` ids, from one kernel call: what a parse worker computes for every page."""
-    data = np.frombuffer(_utf8(text), dtype=np.uint8)
+    ``query`` ids, from one kernel call: what a parse worker computes for every page.
+    ``utf8``: ``text`` encoded already (``parsers.terms.utf8``), where the caller has it."""
+    data = np.frombuffer(_utf8(text) if utf8 is None else utf8, dtype=np.uint8)
     wanted = np.array(query, dtype=np.uint32) if query else _NO_QUERY
     ids, counts, total, simhash, top, tf = _terms(data, _FOLD, max_tokens, wanted)
     blob = _encode(ids, counts, int(total), int(top))

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import pickle
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from parsers.ring import Ring
 
 _COUNT = struct.Struct("<I")
 
@@ -45,3 +48,42 @@ def decode(message: bytes | memoryview) -> Any:
     if end != len(view):
         raise ValueError(f"parse request of {len(view)} bytes holds {end}")
     return pickle.loads(payload, buffers=buffers)
+
+
+# -- a message's trip: in a ring (parsers.ring), or inline through the pipe -----------------
+
+INLINE = b"I"
+"""The message follows, as ``encode`` made it."""
+IN_RING = b"R"
+"""The message is in the ring of this direction; a notice (``Ring.put``) follows."""
+
+
+def size_of(parts: list[bytes | memoryview]) -> int:
+    return sum(part.nbytes if isinstance(part, memoryview) else len(part) for part in parts)
+
+
+def place(parts: list[bytes | memoryview], ring: Ring | None) -> list[bytes | memoryview]:
+    """What to send through the pipe for the message made of ``parts``: where it is in
+    ``ring``, or (no ring, or no room in it now) the message itself."""
+    if ring is not None:
+        notice = ring.put(parts, size_of(parts))
+        if notice is not None:
+            return [IN_RING + notice]
+    return [INLINE, *parts]
+
+
+def receive(message: bytes | memoryview, ring: Ring | None) -> Any:
+    """The object of a message ``place`` sent; a message in the ring is decoded there and its
+    space given back. Every message of a ring must be received, in order."""
+    view = memoryview(message)
+    kind = view[:1]
+    if kind == INLINE:
+        return decode(view[1:])
+    if kind != IN_RING or ring is None:
+        raise ValueError(f"unknown parse message kind {bytes(kind)!r}")
+    start, size = ring.notice_of(view[1:])
+    body = ring.get(start, size)
+    try:
+        return decode(body)
+    finally:
+        ring.release(start, size)

@@ -10,8 +10,8 @@ import contextlib
 import gc
 import multiprocessing
 import os
-import pickle
 import signal
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +20,7 @@ from typing import Any
 
 from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
+from parsers.ring import SharedRing
 
 
 def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
@@ -41,36 +42,71 @@ def text_terms(text: str, query: tuple[int, ...]) -> tuple[bytes, int, int, tupl
 
 
 def serve(
-    requests: Connection, replies: Connection, extract: Callable[[Any, str], Any] | None
+    requests: Connection,
+    replies: Connection,
+    extract: Callable[[Any, str], Any] | None,
+    rings: tuple[SharedRing, SharedRing] | None = None,
 ) -> None:
     """The worker's life: set up, warm up, then answer requests in order until the crawl
     closes its end of ``requests`` (or dies).
 
-    A request is ``(function, args)`` as ``parsers.wire`` sends it; the reply a pickled
-    ``(True, result)`` or ``(False, exception)``, framed as ``Connection.send_bytes`` frames
-    them (the pool's event loop reads them without a thread). One reply per request, in
-    request order."""
+    A request is ``(function, args)`` as ``parsers.wire`` sends it (``place``: inline, or in
+    the first of ``rings``); the reply ``(True, result)`` or ``(False, exception)``, sent the
+    same way (in the second ring where it fits), framed as ``Connection.send_bytes`` frames
+    (the pool's event loop reads them without a thread). One reply per request, in request
+    order."""
     init_worker(extract)
     warm_up()
+    request_ring, reply_ring = (rings[0].open(), rings[1].open()) if rings else (None, None)
     while True:
         try:
             request = requests.recv_bytes()
         except (EOFError, OSError):
             return  # the crawl is done with this worker, or gone
         try:
-            function, args = wire.decode(request)
+            function, args = wire.receive(request, request_ring)
             reply: tuple[bool, object] = (True, function(*args))
         except Exception as exc:  # the caller's to handle, as if raised there
             reply = (False, exc)
+        del request
         try:
-            payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            message = wire.place(wire.encode(reply), reply_ring)
         except Exception as exc:  # an unpicklable result or exception
             error = RuntimeError(f"worker reply cannot be pickled: {type(exc).__name__}: {exc}")
-            payload = pickle.dumps((False, error), protocol=pickle.HIGHEST_PROTOCOL)
+            message = wire.place(wire.encode((False, error)), None)
+        del reply
         try:
-            replies.send_bytes(payload)
+            send_parts(replies, message)
         except OSError:
             return  # the crawl closed its end (shutdown) or died
+
+
+_FRAME = struct.Struct("!i")
+_LONG_FRAME = struct.Struct("!Q")
+
+
+def send_parts(connection: Connection, parts: list[bytes | memoryview]) -> None:
+    """``connection.send_bytes`` of the parts' concatenation, without concatenating them:
+    the same frame (what ``recv_bytes`` and the pool's reader read), one ``writev``."""
+    size = wire.size_of(parts)
+    header = _FRAME.pack(size) if size <= 0x7FFFFFFF else _FRAME.pack(-1) + _LONG_FRAME.pack(size)
+    views = [memoryview(header), *(memoryview(part) for part in parts)]
+    fd = connection.fileno()
+    while views:
+        written = os.writev(fd, views[:_IOV_MAX])
+        while written:
+            first = views[0]
+            if written >= first.nbytes:
+                written -= first.nbytes
+                views.pop(0)
+            else:
+                views[0] = first[written:]
+                written = 0
+        while views and not views[0].nbytes:
+            views.pop(0)
+
+
+_IOV_MAX = 1024
 
 
 def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
