@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -300,13 +301,35 @@ def test_hamming64() -> None:
 def test_encode_decode_round_trip_of_a_document() -> None:
     tc = tokenize("to be or not to be " * 10)
     blob = encode_counts(tc)
-    assert len(blob) == 16 + tc.ids.size * (4 + 2)  # header + uint32 ids + uint16 counts
+    assert len(blob) == 16 + tc.ids.size * (4 + 1)  # header + uint32 ids + uint8 counts
     back = decode_counts(blob)
     assert back.ids.dtype == np.uint32
     assert back.counts.dtype == np.uint32
     assert as_dict(back) == as_dict(tc)
     assert back.ids.tolist() == tc.ids.tolist()
     assert back.length == tc.length
+
+
+@pytest.mark.parametrize(("top", "count_bytes"), [(1, 1), (255, 1), (256, 2), (65_535, 2),
+                                                  (65_536, 4), (2**32 - 1, 4)])  # fmt: skip
+def test_counts_take_the_narrowest_width_that_holds_the_largest(top: int, count_bytes: int) -> None:
+    tc = TokenCounts(ids=np.array([7, 9], dtype=np.uint32),
+                     counts=np.array([1, top], dtype=np.uint32), length=1 + top)  # fmt: skip
+    blob = encode_counts(tc)
+    assert len(blob) == 16 + 2 * (4 + count_bytes)
+    assert decode_counts(blob).counts.tolist() == [1, top]
+
+
+def test_blobs_stored_before_one_byte_counts_still_read() -> None:
+    """Earlier versions wrote counts of 2 bytes (flag 1) or 4 (no flag) for every page."""
+    ids, counts = [5, 6, 7], [3, 1, 2]
+    for flags, dtype in ((1, "<u2"), (0, "<u4")):
+        blob = (struct.pack("<2sBBIQ", b"TK", 1, flags, 3, 6) + np.array(ids, "<u4").tobytes()
+                + np.array(counts, dtype).tobytes())  # fmt: skip
+        back = decode_counts(blob)
+        assert back.ids.tolist() == ids and back.counts.tolist() == counts and back.length == 6
+    with pytest.raises(ValueError, match="flags"):
+        decode_counts(struct.pack("<2sBBIQ", b"TK", 1, 3, 0, 0))
 
 
 @settings(max_examples=100, deadline=None)
