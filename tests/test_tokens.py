@@ -157,6 +157,14 @@ def test_page_terms_equal_the_separate_functions(text: str, words: list[str]) ->
     assert terms.query_tf == tuple(reference_tokenize(text).get(q, 0) for q in query)
 
 
+@pytest.mark.parametrize("repeats", [255, 256, 65_535, 65_536])
+def test_page_terms_blob_equals_encode_counts_at_every_count_width(repeats: int) -> None:
+    """The kernel writes the blob itself, byte by byte: the same bytes as ``encode_counts``."""
+    text = "spam " * repeats + "eggs ham spam"
+    counts, _ = tokenize_and_simhash(text)
+    assert page_terms(text).blob == encode_counts(counts)
+
+
 def test_page_terms_of_counts_too_large_for_16_bits() -> None:
     terms = page_terms("spam " * 70_000 + "eggs", (token_id("spam"), token_id("ham")))
     assert terms.query_tf == (70_000, 0)
