@@ -18,7 +18,9 @@ Invariants:
   read; the pipe's write and read order the message's bytes before its notice;
 - a message never wraps: one that would is written at the start instead (the bytes skipped
   are given back with it); one that does not fit now (``put`` returns ``None``) goes through
-  the pipe as before, so a slow reader never blocks the writer.
+  the pipe as before, so a slow reader never blocks the writer;
+- once everything written was read, the next message goes at the start again: a ring only
+  touches as much memory as the most it ever held unread.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class Ring:
         self._data = view[HEADER_BYTES:]
         view.release()
         self._head = 0
+        self._free_below = 0
+        """The writer's: everything before it is free (given back, or skipped when the ring
+        was empty), whatever older tail the reader's word still shows."""
 
     @classmethod
     def create(cls, size: int) -> Ring:
@@ -79,11 +84,18 @@ class Ring:
         if size > capacity:
             return None
         head = self._head
+        tail = max(self._tail[0], self._free_below)
         offset = head % capacity
-        if offset + size > capacity:  # it would wrap: at the start instead
+        if offset and tail == head:
+            # Everything was read: start again at the beginning, so that a reader that
+            # keeps up has the ring touch only its first pages (in the crawl's memory, and
+            # warm in the caches), not all of them in turn.
+            head = tail = self._free_below = head + capacity - offset
+            offset = 0
+        elif offset + size > capacity:  # it would wrap: at the start instead
             head += capacity - offset
             offset = 0
-        if head + size - self._tail[0] > capacity:
+        if head + size - tail > capacity:
             return None  # the reader has not given back enough yet
         data = self._data
         for part in parts:
