@@ -219,3 +219,27 @@ def test_a_ring_read_as_fast_as_it_is_written_reuses_its_first_bytes() -> None:
         assert _message(ring, first) == b"a" * 1000 and _message(ring, second) == b"b" * 1000
     finally:
         ring.close()
+
+
+def test_a_closed_pool_leaves_no_ring_open() -> None:
+    """Crawls restart in one process any number of times: each pool's rings (two memfds a
+    worker) are closed with it."""
+
+    async def crawl_once() -> None:
+        async with ParsePool(2) as pool:
+            await asyncio.gather(*(pool.parse(_parsed_job(n)) for n in range(20)))
+            assert all(w.reply_ring is not None for w in pool._live)
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    asyncio.run(crawl_once())  # the fork server and what it keeps open, once
+    before = open_fds()
+    for _ in range(3):
+        asyncio.run(crawl_once())
+    assert open_fds() == before
+
+
+def _parsed_job(n: int) -> ParseJob:
+    return ParseJob(f"http://e.com/{n}", f"http://e.com/{n}", 200, "text/html", None,
+                    f"<title>{n}</title><p>text {n}</p>".encode())  # fmt: skip
