@@ -47,6 +47,7 @@ from crawler.errors import CrawlerError, ParseError
 from crawler.forkserver import context as _context
 from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
+from parsers.ring import HEADER_BYTES as RING_HEADER_BYTES
 from parsers.ring import Ring
 from parsers.ring import available as ring_available
 from parsers.worker import parse_batch, serve
@@ -121,8 +122,9 @@ class _Worker:
 
     def send(self, request: _Request) -> None:
         assert self.requests is not None
-        self.outstanding.append(request)
-        self.requests.writelines(_frame(wire.place(request.parts, self.request_ring)))
+        frame = _frame(wire.place(request.parts, self.request_ring))
+        self.outstanding.append(request)  # only once its message is made: replies pair in order
+        self.requests.writelines(frame)
 
     def close(self) -> None:
         for transport in (self.requests, self.replies):
@@ -231,6 +233,8 @@ class ParsePool:
         extract: Callable[[Any, str], Any] | None = None,
         ring_bytes: int = RING_BYTES,
     ) -> None:
+        if ring_bytes and ring_bytes <= RING_HEADER_BYTES:
+            raise ValueError(f"ring_bytes: 0 (no rings) or more than {RING_HEADER_BYTES}")
         self.workers = workers
         self._ring_bytes = ring_bytes
         self._extract = extract

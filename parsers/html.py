@@ -300,7 +300,8 @@ def parse_page(job: ParseJob, offered: dict[int, int] | None = None) -> Page:
     """Parse one HTML response into a ``Page``. ``offered``: see ``_links``."""
     resolve_all, page_terms = _kernels()
     page = parse_document(job, offered, resolve_all)
-    page.text_utf8 = utf8 = page.text.encode("utf-8", "surrogatepass")  # parsers.terms.utf8
+    utf8 = page.text.encode("utf-8", "surrogatepass")  # parsers.terms.utf8
+    page.text_encoded = (page.text, utf8)
     terms = page_terms(page.text, job.query_ids, utf8=utf8)
     page.tokens, page.token_length = terms.blob, terms.length
     page.simhash, page.query_tf = terms.simhash, terms.query_tf

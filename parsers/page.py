@@ -126,9 +126,10 @@ class Page:
         refused = frozenset(self.nofollow_links)
         return tuple(url for url in self.links if url not in refused)
 
-    text_utf8: bytes | None = field(default=None, compare=False, repr=False)
-    """``text`` encoded (UTF-8, ``surrogatepass``), where a worker has it (it tokenizes that):
-    the form ``text`` travels back in (see ``__reduce_ex__``). Never set after the trip."""
+    text_encoded: tuple[str, bytes] | None = field(default=None, compare=False, repr=False)
+    """(the text, its UTF-8 bytes with ``surrogatepass``) where a worker has them (it
+    tokenizes the bytes): the form the text travels back in (``__reduce_ex__``) while it is
+    still that text. Never kept by the trip."""
 
     def __reduce_ex__(self, protocol: int) -> tuple[object, tuple[object, ...]]:  # type: ignore[override]
         # A plain tuple pickles and loads about twice as fast as the dataclass state dict,
@@ -136,15 +137,14 @@ class Page:
         # its UTF-8 bytes) and the tokens are offered as buffers, which ``parsers.wire``
         # moves beside the pickle, uncopied by the pickler (through a ring: copied once in
         # all on the way); ``_page`` turns them back into a ``str`` and ``bytes``.
-        fields = _page_fields(self)
-        if protocol < 5:
-            return (_page, fields)
-        values = list(fields)
-        if self.text_utf8 is not None:
-            values[_TEXT] = pickle.PickleBuffer(self.text_utf8)
-            values[_UTF8] = None
-        if type(self.tokens) is bytes and self.tokens:
-            values[_TOKENS] = pickle.PickleBuffer(self.tokens)
+        values = list(_page_fields(self))
+        values[_ENCODED] = None
+        if protocol >= 5:
+            encoded = self.text_encoded
+            if encoded is not None and encoded[0] is self.text:  # not if the text changed
+                values[_TEXT] = pickle.PickleBuffer(encoded[1])
+            if type(self.tokens) is bytes and self.tokens:
+                values[_TOKENS] = pickle.PickleBuffer(self.tokens)
         return (_page, tuple(values))
 
 
@@ -156,7 +156,7 @@ _page_fields = attrgetter(*Page.__slots__)
 
 _TEXT = Page.__slots__.index("text")
 _TOKENS = Page.__slots__.index("tokens")
-_UTF8 = Page.__slots__.index("text_utf8")
+_ENCODED = Page.__slots__.index("text_encoded")
 
 
 def _page(*fields: object) -> Page:

@@ -29,6 +29,7 @@ import contextlib
 import mmap
 import os
 import struct
+import weakref
 from collections.abc import Sequence
 from multiprocessing import reduction
 
@@ -52,6 +53,9 @@ class Ring:
         self.size = size
         self.capacity = size - HEADER_BYTES
         self._map = mmap.mmap(fd, size)
+        self._closing = weakref.finalize(self, _close_fd, fd)
+        """Closes the descriptor once: at ``close``, or when the ring is collected unclosed
+        (a worker start the pool gave up on while its thread made the rings)."""
         view = memoryview(self._map)
         self._tail = view[:8].cast("Q")
         self._data = view[HEADER_BYTES:]
@@ -128,16 +132,20 @@ class Ring:
         mapping alive until it goes)."""
         if self.fd < 0:
             return
-        fd, self.fd = self.fd, -1
+        self.fd = -1
         for view in (self._tail, self._data):
             view.release()
         with contextlib.suppress(BufferError):
             self._map.close()
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        self._closing()
 
 
 NOTICE_BYTES = _NOTICE.size
+
+
+def _close_fd(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 class SharedRing:

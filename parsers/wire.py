@@ -24,10 +24,23 @@ _COUNT = struct.Struct("<I")
 
 
 def encode(obj: Any) -> list[bytes | memoryview]:
-    """The parts of ``obj``'s message, in order (their concatenation is the message)."""
-    buffers: list[pickle.PickleBuffer] = []
-    payload = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    views = [buffer.raw() for buffer in buffers]
+    """The parts of ``obj``'s message, in order (their concatenation is the message).
+
+    Only buffers of ``bytes`` travel beside the pickle: what this package offers so
+    (``ParseJob``'s body, ``Page``'s text and tokens) is copied out when unpickled. Any
+    other buffer (a numpy array's, a ``bytearray``'s) stays in the pickle: what rebuilds
+    it may keep a view of the message, whose space is reused once it is read."""
+    views: list[memoryview] = []
+
+    def aside(buffer: pickle.PickleBuffer) -> bool:
+        view = buffer.raw()
+        if type(view.obj) is bytes:
+            views.append(view)
+            return False  # out of band
+        view.release()
+        return True  # in band
+
+    payload = pickle.dumps(obj, protocol=5, buffer_callback=aside)
     sizes = struct.pack(f"<{len(views) + 1}Q", len(payload), *(view.nbytes for view in views))
     return [_COUNT.pack(len(views)), sizes, payload, *views]
 

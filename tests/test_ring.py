@@ -124,14 +124,14 @@ def _parsed(n: int) -> Page:
 
 def test_a_page_sends_its_text_and_tokens_beside_the_pickle_and_gets_them_back() -> None:
     page = _parsed(1)
-    assert page.text_utf8 == page.text.encode() and page.tokens
+    assert page.text_encoded == (page.text, page.text.encode()) and page.tokens
     buffers: list[pickle.PickleBuffer] = []
     payload = pickle.dumps(page, protocol=5, buffer_callback=buffers.append)
     assert sorted(bytes(b.raw()) for b in buffers) == sorted([page.text.encode(), page.tokens])
     assert page.text.encode() not in payload and page.tokens not in payload
     again = pickle.loads(payload, buffers=[memoryview(bytes(b.raw())) for b in buffers])
     assert again == page
-    assert type(again.text) is str and type(again.tokens) is bytes and again.text_utf8 is None
+    assert type(again.text) is str and type(again.tokens) is bytes and again.text_encoded is None
     for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):  # in band: the same page
         inband = pickle.loads(pickle.dumps(page, protocol=protocol))
         assert inband == page and type(inband.text) is str and type(inband.tokens) is bytes
@@ -243,3 +243,44 @@ def test_a_closed_pool_leaves_no_ring_open() -> None:
 def _parsed_job(n: int) -> ParseJob:
     return ParseJob(f"http://e.com/{n}", f"http://e.com/{n}", 200, "text/html", None,
                     f"<title>{n}</title><p>text {n}</p>".encode())  # fmt: skip
+
+
+def test_only_bytes_travel_beside_the_pickle_other_buffers_stay_in_it() -> None:
+    """A numpy array's unpickler keeps a view of its buffer: beside the pickle, in a ring,
+    it would change when the ring's space is reused. It travels in the pickle instead."""
+    import numpy as np
+
+    ring = Ring.create(HEADER_BYTES + 4096)
+    try:
+        value = (np.arange(8), bytearray(b"ab"), b"x" * 100)
+        parts = wire.encode(value)
+        assert len(parts) == 3  # count, sizes, pickle: no buffer beside it
+        got = wire.receive(wire.place(parts, ring)[0], ring)
+        filler = wire.place(wire.encode(b"\xff" * 3000), ring)
+        wire.receive(filler[0], ring)  # the freed space written over
+        assert got[0].tolist() == list(range(8)) and got[1] == bytearray(b"ab")
+    finally:
+        ring.close()
+
+
+def test_a_text_changed_after_the_parse_travels_as_changed() -> None:
+    page = _parsed(2)
+    page.text = "changed"
+    buffers: list[pickle.PickleBuffer] = []
+    payload = pickle.dumps(page, protocol=5, buffer_callback=buffers.append)
+    assert pickle.loads(payload, buffers=buffers).text == "changed"
+    assert pickle.loads(pickle.dumps(page, protocol=4)).text_encoded is None  # never kept
+
+
+def test_a_ring_collected_unclosed_closes_its_descriptor() -> None:
+    import gc
+
+    fd = Ring.create(HEADER_BYTES + 4096).fd  # dropped at once, never closed
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_a_ring_too_small_for_its_header_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="ring_bytes"):
+        ParsePool(1, ring_bytes=HEADER_BYTES)
