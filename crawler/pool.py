@@ -35,7 +35,6 @@ import contextlib
 import fcntl
 import logging
 import multiprocessing
-import struct
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -76,17 +75,9 @@ RING_BYTES = 4 << 20
 a batch of the benchmark site's pages is ~0.9 MB each way, so a ring holds the ~3 batches a
 busy worker has outstanding; a message that finds no room goes through the pipe."""
 
-_FRAME = struct.Struct("!i")
-_LONG_FRAME = struct.Struct("!Q")
-
-
-def _frame(parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
-    """The message made of ``parts`` framed as ``Connection.send_bytes`` frames one (what
-    ``recv_bytes`` reads)."""
-    size = sum(len(part) if isinstance(part, bytes) else part.nbytes for part in parts)
-    if size > 0x7FFFFFFF:
-        return [_FRAME.pack(-1), _LONG_FRAME.pack(size), *parts]
-    return [_FRAME.pack(size), *parts]
+_FRAME = wire.FRAME
+_LONG_FRAME = wire.LONG_FRAME
+_frame = wire.frame
 
 
 Reply = Callable[[bool, Any], None]
@@ -491,17 +482,16 @@ class ParsePool:
         ``memfd`` here, ``ring_bytes`` 0, or the rings could not be made)."""
         if not self._ring_bytes or not ring_available():
             return None
+        made: list[Ring] = []
         try:
-            requests = Ring.create(self._ring_bytes)
+            for _ in range(2):
+                made.append(Ring.create(self._ring_bytes))
         except OSError as exc:
+            for ring in made:
+                ring.close()
             log.debug("parse worker without shared memory: %s", exc)
             return None
-        try:
-            return requests, Ring.create(self._ring_bytes)
-        except OSError as exc:
-            requests.close()
-            log.debug("parse worker without shared memory: %s", exc)
-            return None
+        return made[0], made[1]
 
     def _lost(self, worker: _Worker) -> None:
         """A worker's reply pipe closed: it died (or the pool is closing)."""

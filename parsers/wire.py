@@ -71,6 +71,20 @@ IN_RING = b"R"
 """The message is in the ring of this direction; a notice (``Ring.put``) follows."""
 
 
+FRAME = struct.Struct("!i")
+LONG_FRAME = struct.Struct("!Q")
+"""A pipe message's header, as ``Connection.send_bytes`` writes it (what ``recv_bytes`` and
+the pool's reply reader read): the size, or -1 and then the size in 8 bytes past 2 GiB."""
+
+
+def frame(parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
+    """The message made of ``parts``, framed: its header first."""
+    size = size_of(parts)
+    if size > 0x7FFFFFFF:
+        return [FRAME.pack(-1), LONG_FRAME.pack(size), *parts]
+    return [FRAME.pack(size), *parts]
+
+
 def size_of(parts: list[bytes | memoryview]) -> int:
     return sum(part.nbytes if isinstance(part, memoryview) else len(part) for part in parts)
 

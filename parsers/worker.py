@@ -11,7 +11,6 @@ import gc
 import multiprocessing
 import os
 import signal
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -81,16 +80,10 @@ def serve(
             return  # the crawl closed its end (shutdown) or died
 
 
-_FRAME = struct.Struct("!i")
-_LONG_FRAME = struct.Struct("!Q")
-
-
 def send_parts(connection: Connection, parts: list[bytes | memoryview]) -> None:
     """``connection.send_bytes`` of the parts' concatenation, without concatenating them:
-    the same frame (what ``recv_bytes`` and the pool's reader read), one ``writev``."""
-    size = wire.size_of(parts)
-    header = _FRAME.pack(size) if size <= 0x7FFFFFFF else _FRAME.pack(-1) + _LONG_FRAME.pack(size)
-    views = [memoryview(header), *(memoryview(part) for part in parts)]
+    the same frame (``parsers.wire.frame``), in ``writev`` calls."""
+    views = [memoryview(part) for part in wire.frame(parts)]
     fd = connection.fileno()
     while views:
         written = os.writev(fd, views[:_IOV_MAX])
