@@ -1,11 +1,16 @@
 """HTML parsing in worker processes: bytes in, a plain ``Page`` out (selectolax / lexbor).
 
-Owns: charset decision, title, visible text (no script/style/noscript/template), outlinks
+Owns: the charset decision (the HTML standard's encoding sniffing over the Encoding Standard's
+labels, ``parsers.encodings``), title, visible text (no script/style/noscript/template), outlinks
 (resolved against ``<base href>`` or the final URL), meta robots, canonical and ``<html lang>``.
 
 Invariants: pure CPU work, no IO; never returns parser nodes; importable without the engine,
 and without numba (imported where the kernels run: ``parse_document`` with ``resolve_each``
-needs none, for the crawl process's first pages while its workers start).
+needs none, for the crawl process's first pages while its workers start). Only the Encoding
+Standard's encodings decode a body, each in linear time (no ``punycode`` or ``utf-7`` because a
+page says so). NUL bytes are left to lexbor, which treats them as the HTML standard's tokenizer
+and tree builder do (dropped from body text, U+FFFD in titles, attributes, comments and raw
+text), so that the text and links after them are kept and no ``Page`` string holds a U+0000.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from parsers.encodings import ASCII_COMPATIBLE, bom_encoding, decode, from_python, get_encoding
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
 
@@ -45,35 +51,37 @@ _JSON_ESCAPED = bytes(range(0x20)) + b"\\"
 """What ``json.dumps(..., ensure_ascii=False)`` escapes in an ASCII string, but for ``"``."""
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
-_BOMS = (
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-_UTF8_NAMES = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
+_META_BYTES = 2048
+_FROM_META = {"utf-16be": "utf-8", "utf-16le": "utf-8", "x-user-defined": "windows-1252"}
+"""What the HTML standard's prescan turns a ``<meta>``-declared encoding into (a page whose
+``<meta>`` could be read as ASCII bytes is not UTF-16)."""
 
 
 def choose_charset(header_charset: str | None, body: bytes, *, detect: bool = False) -> str:
-    """The encoding to decode ``body`` with: BOM, then the HTTP header, then ``<meta>``, then
-    UTF-8 (or, with ``detect``, detection: UTF-8 if valid, else charset-normalizer's guess).
+    """The encoding to decode ``body`` with, as the HTML standard's encoding sniffing decides:
+    a BOM; else the HTTP header's charset if it is a label of the Encoding Standard; else the
+    first ``<meta>`` in the first 2048 bytes with such a label (``_FROM_META``); else UTF-8
+    (or, with ``detect``, detection: UTF-8 if valid, else charset-normalizer's guess when
+    the standard has it and it is ASCII-compatible, else windows-1252).
 
-    A BOM wins over the header, as the HTML standard's encoding sniffing says.
+    An unknown label (``punycode``, ``rot13``, a typo) is skipped as if absent. Returns the
+    encoding's name (lower case, a key of ``parsers.encodings.ENCODINGS``: ``"utf-8"``,
+    ``"windows-1252"`` for ``latin1`` or ``us-ascii``, ``"shift_jis"``...), for
+    ``parsers.encodings.decode``, not ``bytes.decode``: ``"x-user-defined"`` and
+    ``"replacement"`` are no Python codec, and Python's ``"shift_jis"`` is not the standard's.
     """
-    for bom, name in _BOMS:
-        if body.startswith(bom):
-            return name
-    for candidate in (header_charset, _meta_charset(body)):
-        if candidate:
-            try:
-                return codecs.lookup(candidate).name
-            except LookupError:
-                continue
+    encoding = bom_encoding(body) or get_encoding(header_charset) or _meta_charset(body)
+    if encoding is not None:
+        return encoding
     return _detect(body) if detect else "utf-8"
 
 
 def _meta_charset(body: bytes) -> str | None:
-    match = _META_CHARSET.search(body, 0, 2048)
-    return match.group(1).decode("ascii", "replace") if match else None
+    for match in _META_CHARSET.finditer(body, 0, _META_BYTES):
+        encoding = get_encoding(match.group(1).decode("ascii"))
+        if encoding is not None:
+            return _FROM_META.get(encoding, encoding)
+    return None
 
 
 def links_json(links: tuple[str, ...]) -> str:
@@ -97,14 +105,21 @@ def _robots_flags(*directives: str) -> tuple[bool, bool]:
 
 
 def _document(job: ParseJob) -> LexborHTMLParser:
-    encoding = choose_charset(job.charset, job.body, detect=True)
-    if encoding.replace("_", "-") in _UTF8_NAMES:
-        return LexborHTMLParser(job.body)
-    return LexborHTMLParser(job.body.decode(encoding, errors="replace"))
+    """The body parsed: as bytes where lexbor reads them as the chosen encoding would (UTF-8,
+    less its BOM; or only ASCII, in an encoding that is ASCII there), else decoded first."""
+    body = job.body
+    encoding = choose_charset(job.charset, body, detect=True)
+    if encoding == "utf-8":
+        return LexborHTMLParser(body[3:] if body.startswith(codecs.BOM_UTF8) else body)
+    if encoding in ASCII_COMPATIBLE and body.isascii():
+        return LexborHTMLParser(body)
+    return LexborHTMLParser(decode(body, encoding))
 
 
 def _detect(body: bytes) -> str:
-    """Nothing declared the encoding: UTF-8 if the body is valid UTF-8, else a detector's guess."""
+    """Nothing declared the encoding: UTF-8 if the body is valid UTF-8, else a detector's guess,
+    if it is one of the Encoding Standard's ASCII-compatible encodings (as browsers' detectors:
+    never UTF-16), else windows-1252."""
     try:
         body.decode("utf-8")
     except UnicodeDecodeError:
@@ -114,7 +129,8 @@ def _detect(body: bytes) -> str:
     from charset_normalizer import from_bytes
 
     best = from_bytes(body[:65536]).best()
-    return best.encoding if best is not None else "cp1252"
+    encoding = from_python(best.encoding) if best is not None else None
+    return encoding if encoding in ASCII_COMPATIBLE else "windows-1252"
 
 
 def _kind(node: LexborNode) -> int:

@@ -10,7 +10,9 @@ Invariants:
 - memory stays flat whatever the input: gzip is inflated incrementally (``zlib.decompressobj``
   with an output limit per call) and at most ``max_bytes`` decompressed bytes are ever
   produced, in 64 KiB pieces fed straight to the parser; a gzip bomb costs ``max_bytes`` of
-  CPU, not of memory. Element nesting is tracked with a counter, not a stack;
+  CPU, not of memory. Element nesting is tracked with a counter, not a stack, and capped at
+  ``MAX_SITEMAP_DEPTH`` (expat keeps each open element, so a document of nothing but start
+  tags would otherwise cost memory many times its size): deeper, parsing stops with ``error``;
 - no entity expansion: a document with a ``<!DOCTYPE`` (and so any ``<!ENTITY``) is refused
   before a single declaration is processed (sitemaps never need one). Expat >= 2.4.1 guards
   against "billion laughs" as well, and ``pyexpat`` never fetches external entities unless a
@@ -33,7 +35,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from xml.parsers import expat
 
-__all__ = ["MAX_LOC_CHARS", "MAX_SITEMAP_BYTES", "MAX_SITEMAP_URLS", "Sitemap", "parse_sitemap"]
+__all__ = [
+    "MAX_LOC_CHARS",
+    "MAX_SITEMAP_BYTES",
+    "MAX_SITEMAP_DEPTH",
+    "MAX_SITEMAP_URLS",
+    "Sitemap",
+    "parse_sitemap",
+]
 
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024
 """The protocol's limit on an uncompressed sitemap."""
@@ -41,6 +50,8 @@ MAX_SITEMAP_URLS = 50_000
 """The protocol's limit on the entries of one sitemap."""
 MAX_LOC_CHARS = 8192
 """Longer ``<loc>`` values (or text lines) are dropped."""
+MAX_SITEMAP_DEPTH = 64
+"""The deepest element nesting parsed (a sitemap's ``<loc>`` is 3 deep, an extension's 4)."""
 
 _CHUNK_BYTES = 1 << 16
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -62,7 +73,8 @@ class Sitemap:
     truncated: bool = False
     """A cap (``max_bytes`` decompressed, or ``max_urls``) cut the document short."""
     error: str | None = None
-    """Malformed XML, a broken gzip stream or a refused DOCTYPE; ``None`` when all went well."""
+    """Malformed XML, a broken gzip stream, a refused DOCTYPE or elements nested deeper than
+    ``MAX_SITEMAP_DEPTH``; ``None`` when all went well."""
 
 
 def parse_sitemap(
@@ -180,6 +192,9 @@ class _Collector:
 
     def start(self, name: str, attributes: object) -> None:
         self._depth += 1
+        if self._depth > MAX_SITEMAP_DEPTH:
+            self.error = f"elements nested deeper than {MAX_SITEMAP_DEPTH}"
+            raise _Stop
         namespace, _, local = name.rpartition(_NS_SEP)
         entry = self._entry
         if entry is None:

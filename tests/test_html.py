@@ -8,10 +8,12 @@ import json
 import pickle
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
+from parsers.encodings import ASCII_COMPATIBLE
 from parsers.html import (
     _Head,
     _head,
@@ -145,6 +147,113 @@ def test_charsets() -> None:
         )
         == "koi8-r"
     )
+
+
+@pytest.mark.parametrize(
+    ("header", "body", "encoding"),
+    [
+        ("latin1", b"", "windows-1252"), ("US-ASCII", b"", "windows-1252"),
+        ("  Shift_JIS ", b"", "shift_jis"), ("iso-2022-kr", b"", "replacement"),
+        ("utf-16", b"", "utf-16le"), ("x-user-defined", b"", "x-user-defined"),
+        ("punycode", b"", "utf-8"), ("rot13", b"", "utf-8"), ("utf-7", b"", "utf-8"),
+        ("idna", b"", "utf-8"), ("zlib_codec", b"", "utf-8"), ("raw_unicode_escape", b"", "utf-8"),
+        ("punycode", b'<meta charset="koi8-r">', "koi8-r"),
+        (None, b'<meta charset="punycode"><meta charset=big5>', "big5"),
+        (None, b'<meta charset="utf-16">', "utf-8"), (None, b'<meta charset="UTF-16BE">', "utf-8"),
+        (None, b"<meta charset=x-user-defined>", "windows-1252"),
+        (None, b"<meta charset=hz-gb-2312>", "replacement"),
+        ("windows-1251", b"\xef\xbb\xbf<meta charset=big5>", "utf-8"),
+        ("utf-8", b"\xfe\xff", "utf-16be"), ("utf-8", b"\xff\xfe", "utf-16le"),
+    ],
+)  # fmt: skip
+def test_charset_is_sniffed_over_the_standards_labels(
+    header: str | None, body: bytes, encoding: str
+) -> None:
+    """BOM, then the header's label, then the first ``<meta>`` with a label, then UTF-8; a
+    name that is no label (however Python decodes it) is passed over as if absent; a
+    ``<meta>`` says UTF-8 for UTF-16 and windows-1252 for x-user-defined."""
+    assert choose_charset(header, body) == encoding
+
+
+def test_a_codec_that_is_no_label_does_not_decode_the_page() -> None:
+    """``punycode`` (quadratic), ``rot13``, ``utf-7``: the page is read as if the header said
+    nothing (here UTF-8), not through them."""
+    body = "<title>uryyb +AGEAYgBj- café</title>".encode()
+    for charset in ("rot13", "utf-7", "punycode", "unicode_escape"):
+        assert parse_page(job(body, charset=charset)).title == "uryyb +AGEAYgBj- café"
+    hostile = b"<title>t</title>" + b"a" * 200_000 + b"-" + b"9" * 1000
+    assert parse_page(job(hostile, charset="punycode")).title == "t"
+
+
+def test_the_standards_decoders_read_the_page() -> None:
+    assert parse_page(job(b"<title>\x80 caf\xe9</title>", charset="latin1")).title == "€ café"
+    assert parse_page(job(b"<title>caf\xe9</title>", charset="x-user-defined")).title == "caf\uf7e9"
+    page = parse_page(job(b"<title>t</title><a href=/a>a</a>", charset="iso-2022-kr"))
+    assert (page.title, page.text, page.links) == ("", "\ufffd", ())
+    utf16 = codecs.BOM_UTF16_BE + '<title>é</title><a href="/b">b</a>'.encode("utf-16-be")
+    page = parse_page(job(utf16, charset="windows-1252"))
+    assert (page.title, page.links) == ("é", ("http://example.com/b",))
+    page = parse_page(job("<title>é</title>".encode("utf-16-le"), charset="utf-16le"))
+    assert page.title == "é"
+
+
+def test_a_utf8_bom_is_not_part_of_the_document() -> None:
+    body = b'\xef\xbb\xbf<html><head><title>t</title><link rel=canonical href="/c"></head>'
+    page = parse_page(job(body + b"<body>x</body></html>"))
+    assert (page.title, page.canonical, page.text) == ("t", "http://example.com/c", "x")
+
+
+def test_detection_gives_an_ascii_compatible_encoding() -> None:
+    """Undeclared and not UTF-8: the detector's guess if the standard has it, never UTF-16
+    (what browsers' detectors do), else windows-1252."""
+    russian = ("<p>" + "Съешь же ещё этих мягких французских булок " * 20).encode("cp1251")
+    assert choose_charset(None, russian, detect=True) == "windows-1251"
+    binaryish = b"<a href=/a>a</a>" + b"\x00x" * 2000 + b"\xe9\xff"
+    assert choose_charset(None, binaryish, detect=True) in ASCII_COMPATIBLE - {"utf-8"}
+
+
+_NULS = b"\x00" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("charset", "word"), [(None, "café".encode()), ("windows-1252", b"caf\xe9")]
+)
+def test_nul_bytes_are_parsed_as_a_browser_does(charset: str | None, word: bytes) -> None:
+    """The text and links after NULs are kept: NUL is U+FFFD in a title or an attribute, and
+    dropped from body text (the HTML standard's "in body" insertion mode ignores it)."""
+    body = (
+        b"<html><head><title>a\x00" + word + b"</title></head><body><a href=/a>a</a>"
+        + _NULS + b"<p>after\x00" + _NULS + word + b'<a href="/b\x00">b</a>'
+        + b"<textarea>t\x00</textarea></body></html>"
+    )  # fmt: skip
+    page = parse_page(job(body, charset=charset))
+    assert page.title == "a\ufffdcafé"
+    assert page.links == ("http://example.com/a", "http://example.com/b%EF%BF%BD")
+    assert page.text == "a aftercafé b t\ufffd"
+    (batched,) = parse_batch([job(body, charset=charset)])
+    assert isinstance(batched, Page)
+    assert json.loads(batched.links_json) == list(page.links)
+
+
+_NUL_PARTS = ["\x00", "\x00", "<title>t", "</title>", "<p>x", "<a href='/a", "'>", "</a>", "<svg>",
+              "<![CDATA[c", "]]>", "</svg>", "<!--c", "-->", "<textarea>", "</textarea>", "<script>",
+              "</script>", "<table>", "<td>", "<select>", "<option>", "&#0;", "<plaintext>", "é",
+              '<meta name="robots" content="', '<html lang="', '<link rel=canonical href="', '">']  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_NUL_PARTS), max_size=30).map("".join),
+    st.sampled_from(["utf-8", "windows-1252"]),
+)
+def test_no_page_string_holds_a_nul(html: str, charset: str) -> None:
+    """Wherever NULs are (text, attributes, raw text, foreign content, character
+    references), no string of the ``Page`` holds U+0000 (which PostgreSQL's text cannot)."""
+    page = parse_page(job(html.encode("utf-8" if charset == "utf-8" else "cp1252"),
+                          charset=charset))  # fmt: skip
+    for value in (page.title, page.text, page.meta_robots, page.canonical, page.lang,
+                  page.links_json, *page.links):  # fmt: skip
+        assert value is None or "\x00" not in value
 
 
 def test_empty_and_broken_documents() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parsers.sitemap import MAX_LOC_CHARS, Sitemap, parse_sitemap
+from parsers.sitemap import MAX_LOC_CHARS, MAX_SITEMAP_DEPTH, Sitemap, parse_sitemap
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 
@@ -163,6 +163,36 @@ def test_gzip_bomb_is_capped_and_flat_in_memory(gzip_bomb: bytes) -> None:
     assert result.urls == ("https://example.com/first",)
     assert result.truncated and result.error is None
     assert peak_bytes < 2 << 20, f"peak {peak_bytes} bytes in {elapsed_s:.2f} s"
+
+
+def test_deep_nesting_stops_parsing_and_stays_flat_in_memory() -> None:
+    """10 MiB of start tags (3.5 million open elements): parsing stops at the depth cap with
+    ``error`` set, keeping the URLs read before, and expat's stack of open elements (which
+    tracemalloc sees: pyexpat allocates through Python's allocator) stays small."""
+    body = urlset("https://example.com/a", "https://example.com/b")[: -len(b"</urlset>")]
+    body += b"<a>" * (10 * 1024 * 1024 // 3)
+    tracemalloc.start()
+    try:
+        result = parse_sitemap(body)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.urls == ("https://example.com/a", "https://example.com/b")
+    assert result.error == f"elements nested deeper than {MAX_SITEMAP_DEPTH}"
+    assert not result.truncated
+    assert peak_bytes < 1 << 20, peak_bytes
+
+
+def test_the_depth_cap() -> None:
+    def nested(depth: int) -> bytes:  # a <loc> ``depth`` deep
+        wrap = depth - 2
+        return ("<x>" * wrap + "<url><loc>https://e.com/deep</loc></url>" + "</x>" * wrap).encode()
+
+    assert parse_sitemap(nested(MAX_SITEMAP_DEPTH)) == Sitemap(urls=("https://e.com/deep",))
+    deeper = parse_sitemap(nested(MAX_SITEMAP_DEPTH + 1))
+    assert deeper.urls == () and deeper.error == f"elements nested deeper than {MAX_SITEMAP_DEPTH}"
+    gzipped = parse_sitemap(gzip.compress(b"<a>" * 100_000))
+    assert gzipped.error is not None and "nested" in gzipped.error
 
 
 def test_caps() -> None:
