@@ -267,6 +267,8 @@ def _write_stats_json(path: str, report: CrawlReport) -> None:
 @click.option("--since", help="Only pages fetched at or after this date/time (ISO-8601, "
               "e.g. 2026-11-29 or 2026-11-29T12:00:00Z).")  # fmt: skip
 @click.option("--min-score", type=float, help="Only pages scored at least this (--query).")
+@click.option("--raw-cells", is_flag=True, help="CSV: write text cells as stored, without "
+              "the ' put before those starting with = + - @ tab or CR (spreadsheet formulas).")  # fmt: skip
 def export_command(
     db: str,
     fmt: str,
@@ -274,8 +276,14 @@ def export_command(
     dedup: bool,
     since: str | None,
     min_score: float | None,
+    raw_cells: bool,
 ) -> None:
-    """Write one record per stored page of DB as JSON lines, CSV or WARC."""
+    """Write one record per stored page of DB as JSON lines, CSV or WARC.
+
+    CSV text cells that a spreadsheet would run as a formula get a ' in front unless
+    --raw-cells; URLs are written without user:password@, and WARC request records
+    without Authorization, Proxy-Authorization and Cookie headers.
+    """
     from storage.base import StoreError
     from storage.export import ExportFilter, export_pages
 
@@ -290,10 +298,10 @@ def export_command(
                 with open(output, "wb") as binary:
                     count = export_warc(str(db), binary, selection)
         elif output is None:
-            count = export_pages(str(db), fmt, sys.stdout, selection)
+            count = export_pages(str(db), fmt, sys.stdout, selection, raw_cells=raw_cells)
         else:
             with open(output, "w", encoding="utf-8", newline="") as handle:
-                count = export_pages(str(db), fmt, handle, selection)
+                count = export_pages(str(db), fmt, handle, selection, raw_cells=raw_cells)
     except StoreError as exc:
         if output is not None and output.exists() and output.stat().st_size == 0:
             output.unlink()  # opened before the export found it had nothing to write

@@ -312,3 +312,30 @@ def url_hostname(url: str) -> str:
 def url_origin(url: str) -> str:
     """``scheme://host[:port]`` of a normalised URL: the unit robots.txt applies to."""
     return url[: url.find("//") + 2] + url_authority(url)
+
+
+def strip_userinfo(url: str) -> str:
+    """``url`` without the userinfo of its authority (``http://user:pw@host/`` gives
+    ``http://host/``): a URL stored, exported or logged never carries a seed's credentials.
+
+    Only the authority's userinfo goes, the part between ``scheme://`` and the first ``/``,
+    ``?`` or ``#``, up to its last ``@``; an ``@`` in the path, query or fragment stays.
+    Text that is not an absolute URL comes back as it is.
+    """
+    if "@" not in url:
+        return url  # the common case
+    start = url.find("://")
+    if start <= 0 or not url[0].isascii() or not url[0].isalpha():
+        return url
+    if not all(c.isascii() and (c.isalnum() or c in "+-.") for c in url[:start]):
+        return url
+    host_at = start + 3
+    end = len(url)
+    for delimiter in "/?#":
+        found = url.find(delimiter, host_at)
+        if found != -1:
+            end = min(end, found)
+    at = url.rfind("@", host_at, end)
+    if at == -1:
+        return url
+    return url[:host_at] + url[at + 1 :]

@@ -1,7 +1,9 @@
 """Exports of a database: JSON lines or CSV, one record per stored page, in constant memory.
 
 Owns: reading ``pages`` and ``runs`` for output. Opens the database read-only, so an export
-can run while a crawl writes.
+can run while a crawl writes. Owns too what an export must not pass on: the userinfo
+(``user:password@``) of stored URLs (``parsers.links.strip_userinfo``) and,
+in CSV, cells a spreadsheet would run as formulas (``neutralise_cell``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TextIO
 
+from parsers.links import strip_userinfo
 from storage.base import StoreError
 from storage.factory import is_postgres
 
@@ -25,6 +28,13 @@ EXPORT_COLUMNS = (
     "extract",
 )  # fmt: skip
 FORMATS = ("jsonl", "csv")
+URL_COLUMNS = ("url", "final_url", "canonical", "duplicate_of", "near_duplicate_of")
+"""Columns holding URLs of stored pages: exported without userinfo."""
+NUMERIC_COLUMNS = frozenset({"status", "depth", "body_bytes", "attempts", "score"})
+"""Columns that are numbers: written to CSV as they are (a score of -1.5 stays -1.5)."""
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a CSV cell as a formula (OWASP, CSV
+injection): a page's title or text could otherwise run in whoever opens the export."""
 
 
 def connect_readonly(path: str) -> sqlite3.Connection:
@@ -39,6 +49,13 @@ def connect_readonly(path: str) -> sqlite3.Connection:
             connection.close()
         raise StoreError(f"{path}: not a crawl database ({exc})") from exc
     return connection
+
+
+def neutralise_cell(value: str) -> str:
+    """``value`` with a ``'`` in front if it starts with one of ``FORMULA_STARTS``, so that a
+    spreadsheet shows it as text instead of evaluating it (OWASP's CSV-injection advice;
+    the ``csv`` module already quotes cells holding separators, quotes or line breaks)."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +124,34 @@ def iter_rows(
 
 
 def iter_pages(path: str, selection: ExportFilter = ExportFilter()) -> Iterator[dict[str, object]]:
-    """Every selected page as a dict of ``EXPORT_COLUMNS``, in the order first stored."""
+    """Every selected page as a dict of ``EXPORT_COLUMNS``, in the order first stored, with
+    ``URL_COLUMNS`` stripped of userinfo (a database from an older version may hold a seed's
+    ``user:password@``)."""
     for row in iter_rows(path, EXPORT_COLUMNS, selection):
-        yield dict(zip(EXPORT_COLUMNS, row, strict=True))
+        record = dict(zip(EXPORT_COLUMNS, row, strict=True))
+        for column in URL_COLUMNS:
+            if isinstance(value := record[column], str):
+                record[column] = strip_userinfo(value)
+        yield record
 
 
-def export_pages(path: str, fmt: str, out: TextIO, selection: ExportFilter = ExportFilter()) -> int:
-    """Write the selected pages of the database at ``path`` to ``out``; returns how many."""
+def export_pages(
+    path: str,
+    fmt: str,
+    out: TextIO,
+    selection: ExportFilter = ExportFilter(),
+    *,
+    raw_cells: bool = False,
+) -> int:
+    """Write the selected pages of the database at ``path`` to ``out``; returns how many.
+
+    CSV: every text cell (a column not in ``NUMERIC_COLUMNS``) starting with ``=``, ``+``,
+    ``-``, ``@``, a tab or a carriage return gets a ``'`` in front (``neutralise_cell``):
+    titles, text and URLs come from the sites crawled, and a spreadsheet would evaluate them
+    as formulas. Numbers are written as they are. ``raw_cells`` writes text cells as stored,
+    for programs that read the CSV themselves. JSON lines are written as stored either way:
+    JSON has no formulas. Either format leaves out the userinfo of URLs (``iter_pages``).
+    """
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format {fmt!r} (use one of {', '.join(FORMATS)})")
     count = 0
@@ -128,6 +166,10 @@ def export_pages(path: str, fmt: str, out: TextIO, selection: ExportFilter = Exp
         writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
         writer.writeheader()
         for record in iter_pages(path, selection):
+            if not raw_cells:
+                for column, value in record.items():
+                    if isinstance(value, str) and column not in NUMERIC_COLUMNS:
+                        record[column] = neutralise_cell(value)
             writer.writerow(record)
             count += 1
     return count

@@ -12,6 +12,11 @@ What is rewritten, and why:
     a chunked payload. ``Content-Encoding`` is kept: the payload is stored as received.
   * Header bytes are written as they came (response: Latin-1 round trip of the raw bytes;
     request: UTF-8, as aiohttp sends them), not percent-encoded as warcio would do.
+  * Secrets are left out, as a WARC is meant to be shared: the request headers in
+    ``SECRET_HEADERS`` (``Authorization`` carries the Basic credentials of a
+    ``http://user:password@host/`` seed) are not written, and every URL written (target
+    URIs, request lines, redirect metadata) loses its userinfo (``strip_userinfo``). The
+    crawler no longer stores them; databases written before may still hold them.
 """
 
 from __future__ import annotations
@@ -33,11 +38,15 @@ from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from parsers.links import strip_userinfo
 from storage.base import StoreError
 from storage.export import ExportFilter, connect_readonly, iter_rows
 from storage.factory import is_postgres
 
 log = logging.getLogger(__name__)
+
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+"""Request headers (lower-cased) never written: credentials and session cookies."""
 
 _COLUMNS = ("url", "final_url", "fetched_at", "headers", "body")
 _PAGE = f"SELECT {', '.join(_COLUMNS)} FROM pages WHERE id = ?"
@@ -176,14 +185,17 @@ def _start(path: str, out: BinaryIO, selection: ExportFilter) -> WARCWriter:
 def _write_page(
     writer: WARCWriter, url: str, final_url: str, fetched_at: str, headers_json: str, body: bytes
 ) -> bool:
-    """The records of one stored exchange; ``False`` (nothing written) if they are unusable."""
+    """The records of one stored exchange; ``False`` (nothing written) if they are unusable.
+    URLs without userinfo and request headers without ``SECRET_HEADERS``."""
+    url, final_url = strip_userinfo(url), strip_userinfo(final_url)
     try:
         stored = json.loads(headers_json)
         status_line = f"{int(stored['status'])} {stored.get('reason') or ''}"
         protocol = f"HTTP/{stored.get('http_version') or '1.1'}"
         response_headers = [(str(k), str(v)) for k, v in stored["headers"]]
         request = stored.get("request") or {}
-        request_headers = [(str(k), str(v)) for k, v in request.get("headers") or ()]
+        request_headers = [(str(k), str(v)) for k, v in request.get("headers") or ()
+                           if str(k).strip().lower() not in SECRET_HEADERS]  # fmt: skip
         method = str(request.get("method") or "GET")
         payload = zlib.decompress(body)
         date = _warc_date(fetched_at)

@@ -3,6 +3,7 @@ ArchiveIterator with digest checks, and its own ``check`` and ``index`` commands
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import io
@@ -297,3 +298,55 @@ def test_export_streams_in_constant_memory(stored_db: str, tmp_path: Path) -> No
                 break
         else:
             pytest.fail("synthetic page not exported")
+
+
+def test_no_credentials_reach_the_warc(site: Site, stored_db: str, tmp_path: Path) -> None:
+    """A database written before the crawler dropped them: a seed's ``user:password@`` in the
+    URLs, its Basic credentials, a cookie and proxy credentials in the stored request headers."""
+    password = "s3cr3t-pw"
+    basic = base64.b64encode(f"user:{password}".encode()).decode()
+    secrets = [["Authorization", f"Basic {basic}"], ["cookie", "a=b"],
+               ["Proxy-Authorization", "Basic cHJveHk6cHJveHktcHc="]]  # fmt: skip
+    with_userinfo = site.server.url.replace("http://", f"http://user:{password}@")
+    db = str(tmp_path / "secrets.db")
+    shutil.copy(stored_db, db)
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
+        for path in ("/plain", "/old"):
+            page_id, final_url, headers_json = connection.execute(
+                "SELECT id, final_url, headers FROM pages WHERE url = ?", (site.url(path),)
+            ).fetchone()
+            stored = json.loads(headers_json)
+            stored["request"]["url"] = final_url.replace(site.server.url, with_userinfo)
+            stored["request"]["headers"][1:1] = secrets
+            connection.execute(
+                "UPDATE pages SET url = ?, final_url = ?, headers = ? WHERE id = ?",
+                (site.url(path).replace(site.server.url, with_userinfo),
+                 final_url.replace(site.server.url, with_userinfo), json.dumps(stored), page_id),
+            )  # fmt: skip
+    assert len(query(db, f"SELECT url FROM pages WHERE url LIKE '%{password}%'")) == 2
+
+    out = tmp_path / "secrets.warc.gz"
+    code, stderr = export(db, out)
+    assert code == 0, stderr
+    data = out.read_bytes()
+    found = records(data)  # digests still check out
+    everything = gzip.decompress(data)
+    for secret in (password, basic, "cHJveHk6cHJveHktcHc=", "a=b", "user:"):
+        assert secret.encode() not in everything and secret.encode() not in data, secret
+    requests = [r for r in found if r["type"] == "request"]
+    assert len(requests) == 6
+    for request in requests:
+        for name in ("Authorization", "Cookie", "Proxy-Authorization"):
+            assert request["http"].get_header(name) is None, (request["uri"], name)
+        assert request["http"].get_header("Host") == site.server.url.removeprefix("http://")
+        assert request["http"].get_header("User-Agent")  # the other headers are kept
+    for record in found[1:]:
+        assert "@" not in record["uri"], record["uri"]
+    uris = {r["uri"] for r in requests}
+    assert {site.url("/plain"), site.url("/new")} <= uris
+    (moved,) = [r for r in found if r["type"] == "metadata"]
+    assert moved["uri"] == site.url("/old")
+    assert moved["warc"]["WARC-Refers-To-Target-URI"] == site.url("/new")
+    assert moved["raw"] == f"redirected-to: {site.url('/new')}\r\n".encode()
+    plain = next(r for r in requests if r["uri"] == site.url("/plain"))
+    assert plain["http"].statusline == "/plain HTTP/1.1"
