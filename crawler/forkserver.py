@@ -1,6 +1,10 @@
 """The parse workers' fork server: its multiprocessing context and an early start.
 
-Owns: which start method the pool uses and what the fork server preloads. Light on purpose
+Owns: which start method the pool uses, what the fork server preloads, and whether workers
+import the script running as ``__main__`` (only for an ``extract`` hook defined there:
+``main_needed``; else ``without_main``, so that an unguarded five-line script is not run
+again in every worker; and ``unguarded_line``, to stop a script that needs it and lacks
+the ``if __name__ == "__main__":`` guard before it is run again). Light on purpose
 (``multiprocessing`` only): the ``crawl`` command starts the fork server before it imports
 anything else, so that the fork server's ~0.4 s preload (numba, lexbor) runs on another core
 while this process imports the crawler.
@@ -18,12 +22,17 @@ fails, ``ensure_running`` starts it the usual way.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import logging
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.spawn
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -70,6 +79,93 @@ def prestart(main: bool = True, *, by_fork: bool = False) -> None:
                 forkserver.ensure_running()
         except OSError as exc:  # the pool tries again, and reports a real failure itself
             log.debug("fork server did not start early: %s", exc)
+
+
+_MAIN_NAMES = ("__main__", "__mp_main__")
+
+
+def main_needed(extract: Callable[..., Any] | None) -> bool:
+    """Whether parse workers must import ``__main__``: the ``extract`` hook is defined there
+    (it is pickled by reference, so a worker finds it only by importing the script)."""
+    return extract is not None and getattr(extract, "__module__", None) in _MAIN_NAMES
+
+
+def main_importable() -> bool:
+    """Whether a worker can import the script running as ``__main__``: a module run with
+    ``-m``, or a file (not a script read from standard input or typed in a REPL)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None):
+        return True
+    path = getattr(main, "__file__", None)
+    return bool(path) and os.path.isfile(str(path))
+
+
+def unguarded_line() -> int | None:
+    """The line of the script's top-level code (``__main__``) the current call comes from,
+    when that line is not under ``if __name__ == "__main__":``; ``None`` when it is, or when
+    the call does not come from a script's top level. A worker that imports such a script
+    runs that line again."""
+    main = sys.modules.get("__main__")
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (
+        frame.f_code.co_name == "<module>" and frame.f_globals is getattr(main, "__dict__", None)
+    ):
+        frame = frame.f_back
+    path = getattr(main, "__file__", None)
+    if frame is None or not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    line = frame.f_lineno
+    guarded = any(
+        isinstance(node, ast.If)
+        and _is_main_test(node.test)
+        and node.body[0].lineno <= line <= (node.body[-1].end_lineno or line)
+        for node in tree.body
+    )
+    return None if guarded else line
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    if not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = (test.left, test.comparators[0])
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    values = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(values) == 1
+
+
+_no_main = threading.local()
+_preparation_data = multiprocessing.spawn.get_preparation_data
+
+
+def _preparation_data_without_main(name: str) -> dict[str, Any]:
+    data = _preparation_data(name)
+    if getattr(_no_main, "active", False):
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+    return data
+
+
+@contextlib.contextmanager
+def without_main() -> Iterator[None]:
+    """Processes this thread starts in the block do not import the script running as
+    ``__main__`` at their start (``multiprocessing`` has every new process do so, for
+    functions defined there: a script without the ``__name__`` guard then runs again in
+    each). Other threads' processes are unaffected (the switch is per thread)."""
+    multiprocessing.spawn.get_preparation_data = _preparation_data_without_main
+    _no_main.active = True
+    try:
+        yield
+    finally:
+        _no_main.active = False
 
 
 _FORKABLE_VERSIONS = ((3, 11), (3, 12), (3, 13))

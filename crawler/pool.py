@@ -23,9 +23,19 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
   shared among the idle workers: the crawl's first and last pages, and every page of a
   slow site, do not wait 16 ms, nor one worker parse a batch while another idles (a
   10,000-page crawl still makes ~400 batches: its workers are rarely idle);
+- a request a worker has worked on for ``timeout_s`` is abandoned: the worker is killed and
+  replaced (lexbor is super-linear on some inputs, and C code cannot be interrupted), its
+  other requests sent again; a batch's pages are sent again one by one, and a page that
+  times out alone fails with ``ParseTimeout``. Such a kill is no death of the worker's own;
 - a worker that dies (killed, out of memory) is replaced and its outstanding requests sent
-  again, as many times in all as there are workers; one more death fails what was
-  outstanding and every later request with ``BrokenProcessPool``.
+  again, as many times in all as there are workers; when workers cannot start, or one dies
+  once more, the pool parses in the crawl process from then on (one warning), as it does
+  from the start when the parse needs an ``extract`` hook that workers cannot import (one
+  defined in a script read from standard input). Pages whose shape makes lexbor slow
+  (``costly``) are not parsed there: they fail with ``ParseTimeout``;
+- workers import the crawl's ``__main__`` (the user's script) only when the ``extract`` hook
+  lives there (``main``): an unguarded five-line script is not run again in each of them;
+- closing the pool stops idle workers and kills busy ones: nobody waits for their answers.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import contextlib
 import fcntl
 import logging
 import multiprocessing
+import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -42,8 +53,9 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, TypeVar
 
-from crawler.errors import CrawlerError, ParseError
+from crawler.errors import CrawlerError, ParseError, ParseTimeout
 from crawler.forkserver import context as _context
+from crawler.forkserver import without_main
 from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
 from parsers.ring import HEADER_BYTES as RING_HEADER_BYTES
@@ -85,12 +97,24 @@ Reply = Callable[[bool, Any], None]
 
 
 class _Request:
-    __slots__ = ("parts", "reply")
+    __slots__ = ("args", "function", "on_timeout", "parts", "reply")
 
-    def __init__(self, parts: list[bytes | memoryview], reply: Reply) -> None:
+    def __init__(
+        self,
+        parts: list[bytes | memoryview],
+        reply: Reply,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        on_timeout: Callable[[], None] | None = None,
+    ) -> None:
         self.parts = parts
         """The message (``parsers.wire.encode``): placed when sent, again if sent again."""
         self.reply = reply
+        self.function = function
+        self.args = args
+        """What the message says: run here instead when the workers are gone."""
+        self.on_timeout = on_timeout
+        """Called instead of ``reply`` when a worker spent the pool's ``timeout_s`` on it."""
 
 
 class _Worker:
@@ -108,6 +132,8 @@ class _Worker:
         self.replies: asyncio.ReadTransport | None = None
         self.outstanding: deque[_Request] = deque()
         self.dead = False
+        self.timer: asyncio.TimerHandle | None = None
+        """Fires ``timeout_s`` after the worker began its oldest outstanding request."""
         self.request_ring: Ring | None = rings[0] if rings is not None else None
         self.reply_ring: Ring | None = rings[1] if rings is not None else None
 
@@ -116,8 +142,13 @@ class _Worker:
         frame = _frame(wire.place(request.parts, self.request_ring))
         self.outstanding.append(request)  # only once its message is made: replies pair in order
         self.requests.writelines(frame)
+        if self.timer is None:
+            self.pool._arm(self)
 
     def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         for transport in (self.requests, self.replies):
             if transport is not None:
                 transport.close()
@@ -223,10 +254,23 @@ class ParsePool:
         flush_delay_s: float = 0.016,
         extract: Callable[[Any, str], Any] | None = None,
         ring_bytes: int = RING_BYTES,
+        timeout_s: float = 5.0,
+        main: bool = False,
+        in_process: bool = False,
     ) -> None:
+        """``timeout_s``: how long a worker may work on one request; ``main``: workers
+        import the script running as ``__main__`` (where ``extract`` is defined);
+        ``in_process``: no workers, everything is parsed in this process."""
         if ring_bytes and ring_bytes <= RING_HEADER_BYTES:
             raise ValueError(f"ring_bytes: 0 (no rings) or more than {RING_HEADER_BYTES}")
         self.workers = workers
+        self._timeout_s = timeout_s
+        self._main = main
+        self._here = in_process
+        """Requests run in this process: from the start (``in_process``), or since the
+        workers failed (``_fail``)."""
+        self._killed: list[multiprocessing.process.BaseProcess] = []
+        """Workers killed for time, joined at the close."""
         self._ring_bytes = ring_bytes
         self._extract = extract
         self._batch_max = batch_max
@@ -254,6 +298,9 @@ class ParsePool:
         # its first pages: requests made meanwhile wait in ``_waiting``.
         self._open = True
         self._opened_at = asyncio.get_running_loop().time()
+        if self._here:
+            log.warning("parsing in the crawl process: %s", _IN_PROCESS_WHY)
+            return self
         for _ in range(self.workers):
             self._start_worker()
         return self
@@ -277,13 +324,17 @@ class ParsePool:
                 await task
         workers, self._live = self._live, []
         for worker in workers:
-            worker.close()  # end of file on its request pipe: the worker exits
+            if worker.outstanding:  # busy: nobody waits for it (a parse may take long)
+                worker.process.kill()
+            worker.close()  # end of file on its request pipe: an idle worker exits
             for request in worker.outstanding:
                 request.reply(False, closed)
         for request in self._waiting:
             request.reply(False, closed)
         self._waiting.clear()
-        await asyncio.to_thread(_join, [worker.process for worker in workers])
+        processes = [worker.process for worker in workers] + self._killed
+        if processes:
+            await asyncio.to_thread(_join, processes)
 
     # -- requests ----------------------------------------------------------------------------
     async def call(self, function: Callable[..., T], *args: Any) -> T:
@@ -351,25 +402,45 @@ class ParsePool:
                 if waiter.done():
                     continue
                 if isinstance(result, ParseFailure):
-                    waiter.set_exception(ParseError(result.url, result.message))
+                    error = ParseTimeout if result.timed_out else ParseError
+                    waiter.set_exception(error(result.url, result.message))
                 else:
                     waiter.set_result(result)
 
-        self._request(parse_batch, (jobs,), reply)
+        def timed_out() -> None:
+            self.busy -= 1
+            if len(jobs) > 1:  # which page was it? Each alone, to find out
+                for job, waiter in zip(jobs, waiters, strict=True):
+                    if not waiter.done():
+                        self._send_batch([job], [waiter])
+            elif not waiters[0].done():
+                message = f"not parsed within {self._timeout_s:g} s (its worker was replaced)"
+                waiters[0].set_exception(ParseTimeout(jobs[0].url, message))
 
-    def _request(self, function: Callable[..., Any], args: tuple[Any, ...], reply: Reply) -> None:
+        self._request(parse_batch, (jobs,), reply, timed_out)
+
+    def _request(
+        self,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        reply: Reply,
+        on_timeout: Callable[[], None] | None = None,
+    ) -> None:
         if not self._open or self._closing:
             reply(False, CrawlerError("parse pool is closed"))
             return
-        if self._broken is not None:
+        if self._broken is not None and not self._here:
             reply(False, self._broken)
+            return
+        if self._here:
+            asyncio.get_running_loop().call_soon(_run_here, function, args, reply, self._extract)
             return
         try:
             parts = wire.encode((function, args))  # bodies beside the pickle, not copied in
         except Exception as exc:  # a job that cannot travel: the caller's error
             reply(False, exc)
             return
-        request = _Request(parts, reply)
+        request = _Request(parts, reply, function, args, on_timeout)
         if self._live:
             min(self._live, key=_load).send(request)
         else:
@@ -387,11 +458,46 @@ class ParsePool:
 
     def _answered(self, worker: _Worker, payload: memoryview) -> None:
         request = worker.outstanding.popleft()
+        if worker.timer is not None:
+            worker.timer.cancel()
+            worker.timer = None
+        if worker.outstanding:
+            self._arm(worker)
         try:
             ok, value = wire.receive(payload, worker.reply_ring)
         except Exception as exc:  # an exception type that does not unpickle, say
             ok, value = False, CrawlerError(f"unreadable reply from a parse worker: {exc}")
         request.reply(ok, value)
+
+    @property
+    def in_process(self) -> bool:
+        """Whether requests are run in this process (no workers, or none any more)."""
+        return self._here
+
+    def _arm(self, worker: _Worker) -> None:
+        """Time the worker's oldest outstanding request, which it is working on now."""
+        worker.timer = asyncio.get_running_loop().call_later(self._timeout_s, self._overdue, worker)
+
+    def _overdue(self, worker: _Worker) -> None:
+        """``worker`` spent ``timeout_s`` on one request: kill it, start another for the
+        rest of its requests, and tell the request's owner."""
+        worker.timer = None
+        if worker.dead or not worker.outstanding or self._closing:
+            return
+        worker.dead = True  # a kill of ours, not a death: ``_lost`` does nothing more
+        worker.process.kill()
+        self._killed.append(worker.process)
+        worker.close()
+        if worker in self._live:
+            self._live.remove(worker)
+        request = worker.outstanding.popleft()
+        rest, worker.outstanding = worker.outstanding, deque()
+        log.warning("a parse took more than %g s: its worker was replaced", self._timeout_s)
+        self._start_worker(rest)
+        if request.on_timeout is not None:
+            request.on_timeout()
+        else:
+            request.reply(False, ParseTimeout("(request)", f"not done in {self._timeout_s:g} s"))
 
     # -- worker processes --------------------------------------------------------------------
     def _start_worker(self, resend: deque[_Request] | None = None) -> None:
@@ -419,7 +525,11 @@ class ParsePool:
                 request.reply(False, CrawlerError("parse pool is closed"))
             raise
         except Exception as exc:
-            self._fail(BrokenProcessPool(f"cannot start a parse worker: {exc}"), resend)
+            if not self._live and self._coming <= 1:
+                self._fail(BrokenProcessPool(f"cannot start a parse worker: {exc}"), resend)
+            else:  # the others take its share
+                log.warning("a parse worker could not start: %s", exc)
+                self._waiting.extend(resend)
             return
         worker = _Worker(self, process, rings)
         loop = asyncio.get_running_loop()
@@ -452,7 +562,7 @@ class ParsePool:
     ) -> tuple[
         multiprocessing.process.BaseProcess, Connection, Connection, tuple[Ring, Ring] | None
     ]:
-        context = _context()
+        context = _context(self._main)
         their_requests, requests = context.Pipe(duplex=False)
         replies, their_replies = context.Pipe(duplex=False)
         for connection in (requests, replies):
@@ -466,7 +576,11 @@ class ParsePool:
             daemon=True,
         )  # fmt: skip
         try:
-            process.start()
+            if self._main:
+                process.start()
+            else:
+                with without_main():
+                    process.start()
             self._forked = True  # in this thread: see ``ready``
         except BaseException:
             for ring in rings or ():
@@ -515,16 +629,83 @@ class ParsePool:
         self._start_worker(outstanding)
 
     def _fail(self, error: BrokenProcessPool, outstanding: deque[_Request]) -> None:
-        """The pool is broken: fail what was outstanding, what waits, and what comes."""
+        """The workers cannot run: what was outstanding, what waits and what comes is run
+        in this process from now on (the crawl goes on, slower)."""
         self._broken = error
+        if not self._here:
+            self._here = True
+            log.warning("parse workers cannot run (%s): parsing in the crawl process", error)
+        loop = asyncio.get_running_loop()
         for request in (*outstanding, *self._waiting):
-            request.reply(False, error)
+            loop.call_soon(_run_here, request.function, request.args, request.reply, self._extract)
         outstanding.clear()
-        self._waiting.clear()
+        self._waiting.clear()  # workers still up answer what they hold, and then idle
 
 
 def _load(worker: _Worker) -> int:
     return len(worker.outstanding)
+
+
+_IN_PROCESS_WHY = (
+    "the extract hook is defined in a script the parse workers cannot import (one read from "
+    "standard input, say); put it in a file for parallel parsing"
+)
+
+
+def _run_here(
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    reply: Reply,
+    extract: Callable[[Any, str], Any] | None = None,
+) -> None:
+    """Run a worker's request in this process (with the crawl's ``extract`` hook, as a
+    worker has it); pages too costly to parse here (``costly``) fail with ``ParseTimeout``
+    instead of holding the event loop."""
+    if function is parse_batch:
+        jobs: list[ParseJob] = args[0]
+        here = [job for job in jobs if not costly(job.body)]
+        done = iter(_parse_here(here, extract) if here else ())
+        results: list[Any] = []
+        for job in jobs:
+            if costly(job.body):
+                results.append(ParseFailure(job.url, _COSTLY, timed_out=True))
+            else:
+                results.append(next(done))
+        reply(True, results)
+        return
+    try:
+        result = function(*args)
+    except Exception as exc:  # the caller's to handle, as a worker's reply would be
+        reply(False, exc)
+        return
+    reply(True, result)
+
+
+def _parse_here(jobs: list[ParseJob], extract: Callable[[Any, str], Any] | None) -> list[Any]:
+    from parsers import html  # the parser and numba, in this process only on this path
+
+    html.set_extract(extract)
+    try:
+        return html.parse_batch(jobs)
+    finally:
+        html.set_extract(None)
+
+
+_COSTLY = "not parsed in the crawl process: its shape would make the parser slow"
+COSTLY_STEPS = 16_000_000
+"""``costly``'s bound on tags times unclosed tags, the parser's cost of deep nesting."""
+_LONG_TAG = re.compile(rb"<[^>]{8192}")
+"""A tag of 8 KiB or more: a few thousand attributes, the parser's other quadratic case."""
+
+
+def costly(body: bytes) -> bool:
+    """Whether lexbor may take long on ``body`` (super-linear: deep nesting, thousands of
+    attributes on one element), judged in C-speed scans: the number of tags times the
+    number left unclosed (an upper bound on nesting), and any tag of 8 KiB or more. Pages
+    judged so are parsed only where a parse can be abandoned (a worker)."""
+    tags = body.count(b"<")
+    unclosed = tags - 2 * body.count(b"</")
+    return tags * unclosed > COSTLY_STEPS or _LONG_TAG.search(body) is not None
 
 
 def _join(processes: list[multiprocessing.process.BaseProcess], timeout_s: float = 10.0) -> None:

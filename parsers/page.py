@@ -189,3 +189,5 @@ class ParseFailure:
 
     url: str
     message: str
+    timed_out: bool = False
+    """Not parsed because it would take too long (``crawler.errors.ParseTimeout``)."""
