@@ -1,12 +1,33 @@
 """Crawler-trap hygiene for discovered URLs: session ids out, endless URL spaces refused.
 
 Owns: two cheap, pure checks the engine applies to every newly discovered (normalised) URL
-before it reaches the frontier:
+before it reaches the frontier, and the budget of URL templates (``TemplateBudget``):
 - ``strip_session_ids(url)`` removes parameters that name a session, not a resource, so that
   one page reached with many session ids is one URL;
 - ``trap_reason(url, limits)`` names the shape of an endless URL space: very long URLs, very
   deep paths, and paths that repeat a segment (relative links resolved against themselves:
-  ``/a/b/a/b/a/b/``, ``/x/x/x/``).
+  ``/a/b/a/b/a/b/``, ``/x/x/x/``);
+- ``TemplateBudget`` bounds the spaces no single URL gives away: an endless calendar
+  (``/cal/2026/01`` linking the next month and year, forever), pagination past the last page,
+  a soft 404 that answers every URL with the same page and a link to another one. Such a
+  space is one URL template (``url_template``: digit runs, and hex runs of 8 or more, as
+  ``N``; query values dropped, parameter names sorted) whose pages keep linking to more of
+  themselves while saying nothing new. The rule: each fetched page of a template is
+  *productive* (2xx HTML whose text is new), a *repeat* (a text within
+  ``SIMHASH_NEAR_BITS`` of one of the template's last ``RECENT_PAGES`` SimHashes; for a text
+  under ``SHORT_TEXT_CHARS``, the same text as one of those pages' once the numbers of each
+  page's own URL are taken out of it: ``/cal/2026/01`` saying "January 2026"), or neither:
+  a page that is not parsed (a failure, a redirect, a body that is not HTML) links nowhere,
+  and an exact duplicate gives the same links as its original, which lead nowhere new but
+  through a growing path (``trap_reason``'s case; ``?ref=nav`` variants of a hub page are
+  no trap, however many). A template is *closed* once its repeats exceed
+  ``budget`` plus its productive pages; from then on its URLs are not fetched and the links
+  of its pages not followed (skipped as ``url-template``): a trap feeds itself, directly or
+  through another template (a soft 404 at ``/x/Na`` linking to ``/x/Nb`` and back). A
+  template that says new things stays open whatever its size (a 10,000-page site of
+  ``/pN.html``). One more bound, on links: a path (its template) takes at most
+  ``MAX_QUERY_SHAPES`` sets of query parameter names; a URL with yet another set is not
+  followed (``url-template``): filters that add a parameter a link, forever.
 
 Decisions:
 - Removed query parameters (names compared case-insensitively): ``jsessionid``,
@@ -28,9 +49,19 @@ URL (``tests/test_traps.py`` measures it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
-__all__ = ["TrapLimits", "strip_session_ids", "trap_reason"]
+__all__ = [
+    "PRODUCTIVE",
+    "REPEAT",
+    "TemplateBudget",
+    "TrapLimits",
+    "strip_session_ids",
+    "trap_reason",
+    "url_template",
+]
 
 SESSION_PARAMS = frozenset(
     {"jsessionid", "phpsessid", "sessionid", "session_id", "sessid", "cfid", "cftoken"}
@@ -144,3 +175,138 @@ def _has_repeats(segments: list[str], limits: TrapLimits) -> bool:
         if count > limits.max_segment_repeats:
             return True
     return False
+
+
+# -- URL templates ----------------------------------------------------------------------------
+
+_NUMBERS = re.compile(r"[0-9a-fA-F]{8,}|[0-9]+")
+_DIGIT_RUN = re.compile(r"[0-9]+")
+SIMHASH_NEAR_BITS = 10
+"""Two texts of one template whose SimHashes differ in at most this many of 64 bits say the
+same thing (unrelated texts differ in ~32; fewer than 12 has odds of ~1e-7)."""
+RECENT_PAGES = 16
+"""A template's page is compared with the SimHashes of its last this many pages."""
+SHORT_TEXT_CHARS = 1000
+"""Shorter texts have too few shingles for SimHash: they are compared without their digits."""
+MAX_QUERY_SHAPES = 64
+"""Sets of query parameter names one path (template) may be followed with."""
+PRODUCTIVE, REPEAT = "productive", "repeat"
+_MAX_TEMPLATES = 50_000
+"""Templates whose state is kept (least recently used forgotten): a broad crawl meets many,
+a trap is among the busiest."""
+
+
+def url_template(url: str) -> str:
+    """The shape of a normalised URL: its origin and path with numbers as ``N`` (digit runs,
+    and runs of 8 or more hex digits), and its query's parameter names, sorted, values
+    dropped.
+
+    >>> url_template("http://e.com/cal/2026/01?view=month&lang=en")
+    'http://e.com/cal/N/N?lang&view'
+    """
+    base, _, query = url.partition("?")
+    path_start = base.find("/", base.find("//") + 2)
+    if path_start < 0:
+        path_start = len(base)
+    shape = base[:path_start] + _NUMBERS.sub("N", base[path_start:])
+    if not query:
+        return shape
+    names = sorted({piece.partition("=")[0] for piece in query.split("&")})
+    return shape + "?" + "&".join(names)
+
+
+@dataclass(slots=True)
+class _Template:
+    productive: int = 0
+    repeats: int = 0
+    simhashes: list[int] = field(default_factory=list)
+    shorts: list[int] = field(default_factory=list)
+
+
+class TemplateBudget:
+    """The state of a crawl's URL templates (see the module's docstring). Pure."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._templates: OrderedDict[str, _Template] = OrderedDict()
+        self._query_shapes: OrderedDict[str, set[str]] = OrderedDict()
+
+    def admit(self, url: str) -> str | None:
+        """For a newly found URL with a query: ``url-template`` when its path was already
+        followed with ``MAX_QUERY_SHAPES`` other sets of parameter names, else ``None``."""
+        template = url_template(url)
+        path, _, names = template.partition("?")
+        shapes = self._query_shapes.get(path)
+        if shapes is None:
+            shapes = self._query_shapes[path] = set()
+            if len(self._query_shapes) > _MAX_TEMPLATES:
+                self._query_shapes.popitem(last=False)
+        else:
+            self._query_shapes.move_to_end(path)
+        if names in shapes:
+            return None
+        if len(shapes) >= MAX_QUERY_SHAPES:
+            return "url-template"
+        shapes.add(names)
+        return None
+
+    def page(
+        self, url: str, text: str, simhash: int | None = None, duplicate_of: str | None = None
+    ) -> str:
+        """Record a parsed page of ``url``: its ``text``, its ``simhash``, the URL it is an
+        exact ``duplicate_of``, if any. Returns its template."""
+        template = url_template(url)
+        if duplicate_of is not None:
+            return template  # the same page reached another way: nothing to learn
+        state = self._templates.get(template)
+        if state is None:
+            state = self._templates[template] = _Template()
+            if len(self._templates) > _MAX_TEMPLATES:
+                self._templates.popitem(last=False)
+        else:
+            self._templates.move_to_end(template)
+        if not _repeats(state, url, text, simhash):
+            state.productive += 1
+        else:
+            state.repeats += 1
+        return template
+
+    def closed(self, template: str) -> bool:
+        """Whether the template's URLs are no longer fetched, nor its pages' links followed."""
+        state = self._templates.get(template)
+        return state is not None and state.repeats > self.budget + state.productive
+
+
+def _repeats(state: _Template, url: str, text: str, simhash: int | None) -> bool:
+    """Whether ``text`` (of ``url``) says what one of the template's recent pages said; it
+    is filed as one of them."""
+    if len(text) < SHORT_TEXT_CHARS:
+        key = hash(_without_own_numbers(text, url))
+        seen = key in state.shorts
+        _remember(state.shorts, key)
+        return seen
+    if simhash is None:
+        return False
+    seen = any((simhash ^ other).bit_count() <= SIMHASH_NEAR_BITS for other in state.simhashes)
+    _remember(state.simhashes, simhash)
+    return seen
+
+
+def _without_own_numbers(text: str, url: str) -> str:
+    """``text`` without the numbers (leading zeros aside: "01" is 1) that ``url``'s path and
+    query hold: what is left of a page that only repeats its own address."""
+    start = url.find("/", url.find("//") + 2)
+    own = {_number(run) for run in _DIGIT_RUN.findall(url, start if start >= 0 else len(url))}
+    if not own:
+        return text
+    return _DIGIT_RUN.sub(lambda run: "" if _number(run.group()) in own else run.group(), text)
+
+
+def _number(digits: str) -> str:
+    return digits.lstrip("0") or "0"
+
+
+def _remember(recent: list[int], value: int) -> None:
+    recent.append(value)
+    if len(recent) > RECENT_PAGES:
+        del recent[0]

@@ -8,12 +8,14 @@ Benchmark material, so not asserted here.
 
 from __future__ import annotations
 
+import random
+
 import ada_url
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.traps import TrapLimits, strip_session_ids, trap_reason
+from crawler.traps import TemplateBudget, TrapLimits, strip_session_ids, trap_reason, url_template
 from parsers.links import normalize_url
 
 
@@ -140,3 +142,73 @@ def test_trap_reason_is_stable_under_stripping_of_the_query(raw: str) -> None:
     if ";" not in raw and "#" not in raw:
         reason = trap_reason(raw)
         assert trap_reason(stripped) in (reason, None)
+
+
+# -- URL templates and their budget ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "template"),
+    [
+        ("http://e.com/cal/2026/01", "http://e.com/cal/N/N"),
+        ("http://127.0.0.1:8080/p12.html", "http://127.0.0.1:8080/pN.html"),  # origin as is
+        ("http://e.com/a/5f3e2a9c1d/x", "http://e.com/a/N/x"),  # a long hex run is a number
+        ("http://e.com/cafe/x", "http://e.com/cafe/x"),  # a short one is a word
+        ("http://e.com/s?b=2&a=1&b=3", "http://e.com/s?a&b"),  # names, sorted, values out
+        ("http://e.com", "http://e.com"),
+    ],
+)
+def test_url_template(url: str, template: str) -> None:
+    assert url_template(url) == template
+
+
+def _calendar_text(year: int, month: int) -> str:
+    return f"Events {year}-{month:02d} No events this month. prev next next year"
+
+
+def test_a_template_of_pages_that_only_repeat_their_own_address_closes() -> None:
+    budget = TemplateBudget(5)
+    closed_at = None
+    for i in range(40):
+        year, month = 2026 + i // 12, i % 12 + 1
+        url = f"http://e.com/cal/{year}/{month:02d}"
+        template = budget.page(url, _calendar_text(year, month), simhash=i)
+        if closed_at is None and budget.closed(template):
+            closed_at = i
+    assert closed_at == 7  # 1 productive page, then 7 repeats: more than 5 + 1
+
+
+def test_pages_that_say_new_things_keep_their_template_open() -> None:
+    budget = TemplateBudget(5)
+    for i in range(2000):
+        text = f"Heading {i} about page {i}; see page {i * 7 % 2000} and page {i * 13 % 2000}"
+        template = budget.page(f"http://e.com/p{i}.html", text)
+        assert not budget.closed(template), i
+
+
+def test_long_texts_are_compared_by_simhash() -> None:
+    text = "word " * 300  # long: only the SimHash counts
+    budget = TemplateBudget(2)
+    rng = random.Random(3)
+    for i in range(50):  # unrelated SimHashes: ~32 bits apart
+        assert not budget.closed(budget.page(f"http://e.com/a/{i}", text,
+                                             simhash=rng.getrandbits(64)))  # fmt: skip
+    near = rng.getrandbits(64)
+    for i in range(5):  # within SIMHASH_NEAR_BITS of each other: 1 new, then 4 repeats
+        template = budget.page(f"http://e.com/b/{i}", text, simhash=near ^ (1 << i))
+    assert budget.closed(template)
+
+
+def test_duplicates_count_as_nothing() -> None:
+    budget = TemplateBudget(3)
+    for i in range(100):  # the same page reached another way, again and again
+        template = budget.page(f"http://e.com/p1?ref={i}", "x", duplicate_of="http://e.com/p1")
+    assert not budget.closed(template)
+    assert not budget.closed("http://e.com/never/seen")
+
+
+def test_numbers_beyond_int_limits_are_only_text() -> None:
+    budget = TemplateBudget(1)
+    long_number = "9" * 10_000  # int() of it would raise: compared as text
+    template = budget.page("http://e.com/n/1", f"big {long_number}")
+    assert not budget.closed(template)
