@@ -108,6 +108,9 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--max-pages-per-host", type=int, help="Fetch at most this many pages per host.")
 @click.option("--max-outlinks", type=int, help=_help("Outlinks kept per page.", 10_000))
 @click.option("--max-url-length", type=int, help=_help("Longer URLs are skipped as traps.", 2048))
+@click.option("--template-budget", type=int, help=_help("Pages of one URL template (numbers as "
+              "N) that may repeat earlier ones before links among them are not followed "
+              "(endless calendars); 0: no limit.", 16))  # fmt: skip
 @click.option("--query", help="Score every page against this text (BM25) and crawl "
               "best-first: links of relevant pages, and links whose anchor text has query "
               "words, go first.")  # fmt: skip
@@ -115,7 +118,9 @@ def _help(text: str, default: Any = None) -> str:
               "Where scoring runs (auto: a CUDA GPU when present).", "auto"))  # fmt: skip
 @click.option("--timeout", type=float, help=_help("Seconds a whole request may take.", 60.0))
 @click.option("--connect-timeout", type=float, help=_help("Seconds to connect.", 10.0))
-@click.option("--max-redirects", type=int, help=_help("Redirect hops followed per URL.", 10))
+@click.option("--max-redirects", type=int, help=_help("Redirect hops followed per URL.", 20))
+@click.option("--parse-timeout", type=float, help=_help("Seconds a page's parse may take; "
+              "a longer one is abandoned (error parse-timeout).", 5.0))  # fmt: skip
 @click.option("--max-body-bytes", type=int, help=_help("Largest (decompressed) body read.",
               _DEFAULTS.max_body_bytes))  # fmt: skip
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),

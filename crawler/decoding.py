@@ -1,7 +1,8 @@
 """Content-Encoding decoding with a hard cap on the decompressed size. Pure: bytes in, bytes out.
 
 Owns: undoing ``Content-Encoding`` (gzip, x-gzip, deflate, br, zstd, stacked in any order,
-e.g. ``gzip, gzip``). The fetcher feeds the body as received here.
+e.g. ``gzip, gzip``, at most ``MAX_CODINGS`` of them). The fetcher feeds the body as received
+here.
 
 Invariants:
 - the decoded output never exceeds ``max_bytes``: ``BodyTooLarge`` is raised first, and
@@ -9,7 +10,9 @@ Invariants:
   decompression bomb (no step ever holds more than ``max_bytes`` + one bounded step);
 - a stream that ends before its compressed data does raises ``BadEncoding`` (a truncated
   body is never returned as complete);
-- an encoding we cannot decode raises ``BadEncoding`` naming it.
+- an encoding we cannot decode raises ``BadEncoding`` naming it, and so does a header that
+  stacks more than ``MAX_CODINGS`` codings: each is a full decode of the body, and a 64 KiB
+  header could otherwise list thousands.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import zlib
 from typing import Protocol
 
+MAX_CODINGS = 5
+"""Codings one response may stack (curl's limit; browsers know no use for more)."""
 _STEP_BYTES = 64 * 1024  # most output one decoder step may produce
 _ZSTD_INPUT_STEP = (
     32  # zstd output per input byte is unbounded (RLE blocks of 128 KiB): feed slowly
@@ -159,8 +164,11 @@ class BodyDecoder:
     """Undo a ``Content-Encoding`` chain incrementally: ``feed(chunk)`` … ``finish()``."""
 
     def __init__(self, content_encoding: str, max_bytes: int) -> None:
+        applied = codings(content_encoding)
+        if len(applied) > MAX_CODINGS:
+            raise BadEncoding(f"{len(applied)} stacked content codings (at most {MAX_CODINGS})")
         # Applied first is decoded last: "gzip, br" means br(gzip(body)).
-        self._chain = [_decoder(c) for c in reversed(codings(content_encoding))]
+        self._chain = [_decoder(c) for c in reversed(applied)]
         self._max_bytes = max_bytes
         self.size = 0
 

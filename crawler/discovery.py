@@ -13,8 +13,10 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from crawler.errors import ParseTimeout
 from crawler.frontier import SITEMAP, FetchJob
 from crawler.robots import MAX_ROBOTS_BYTES, RobotsRules
+from crawler.traps import trap_reason
 from crawler.urls import resolve_url
 from parsers.sitemap import parse_sitemap
 from storage.base import RobotsRecord
@@ -72,8 +74,10 @@ class Discovery:
         self._known(job, robots_rules(result.status, body), "robots")
 
     def _robots_redirect(self, target: str) -> str | None:
-        """robots.txt may redirect anywhere (RFC 9309 §2.3.1.2), but not to a private address."""
-        return self._engine.ssrf_check(target)
+        """robots.txt may redirect to another host (RFC 9309 §2.3.1.2): a hop vetted as any
+        other but for the crawl's scope (and paced by its host, as every hop): never to an
+        address the SSRF guard refuses (a seed's other ports included), nor a trap."""
+        return self._engine.ssrf_check(target) or trap_reason(target)
 
     def _known(self, job: FetchJob, rules: RobotsRules | None, reason: str) -> None:
         engine = self._engine
@@ -107,12 +111,16 @@ class Discovery:
         if result is None or result.body is None or not 200 <= result.status < 300:
             return
         settings = engine.settings
-        sitemap = await engine.pool.call(
-            parse_sitemap, result.body, settings.max_body_bytes, 50_000
-        )
+        try:
+            sitemap = await engine.pool.call(
+                parse_sitemap, result.body, settings.max_body_bytes, 50_000
+            )
+        except ParseTimeout as exc:
+            log.warning("sitemap %s: %s", job.url, exc.message)
+            return
         if sitemap.error:
             log.info("sitemap %s: %s", job.url, sitemap.error)
-        engine.follow_urls(sitemap.urls, job.depth)
+        await engine.follow_urls(sitemap.urls, job.depth)
         for child in sitemap.sitemaps:
             self._add_sitemap(child, job.url)
 

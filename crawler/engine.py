@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
 import zlib
 from collections.abc import Iterable
@@ -34,20 +35,26 @@ from crawler.api import CrawledPage
 from crawler.discovery import Discovery
 from crawler.errors import CrawlerError, FetchError, ParseError, StorageError
 from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
-from crawler.forkserver import prestart
+from crawler.forkserver import main_importable, main_needed, prestart, unguarded_line
 from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
 from crawler.hooks import Hooks
 from crawler.lock import RunLock
 from crawler.neardup import NearDuplicates
-from crawler.pool import ParsePool
+from crawler.pool import ParsePool, costly
 from crawler.records import failure_record, page_record, plain_record, unchanged_record
 from crawler.recrawl import CHANGED, FAILED, FIRST, UNCHANGED, next_interval
 from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
 from crawler.retry import RetryPolicy, classify, parse_retry_after
 from crawler.settings import Settings
-from crawler.ssrf import HostAllowed, allow_hosts, check_url_host
-from crawler.traps import TrapLimits, strip_session_ids, trap_reason
-from crawler.urls import Scope, normalize_url, url_hostname
+from crawler.ssrf import HostAllowed, allow_all, allow_origins, check_url_host
+from crawler.traps import (
+    TemplateBudget,
+    TrapLimits,
+    strip_session_ids,
+    trap_reason,
+    url_template,
+)
+from crawler.urls import Scope, normalize_url, strip_userinfo, url_origin
 from parsers.page import Page, ParseJob, same_content
 from parsers.worker import text_terms
 from storage.base import (
@@ -84,6 +91,10 @@ _WINDOW = 30_000
 _CLAIM_BATCH = 10_000
 _CLAIM_POLL_S = 0.5
 """Shared frontier (PostgreSQL): how often an idle process asks the store for work."""
+_FOLLOW_STEP = 1000
+_HOP_PRIORITY = 1e9
+"""A redirect target queued because its host's pace would make it wait too long goes first
+among that host's URLs."""
 _STOP_GRACE_S = 5.0
 """After a stop (signal, --max-time), requests still running after this are cancelled;
 their URLs stay queued in the store for the next run."""
@@ -114,13 +125,24 @@ class Engine:
         progress_interval_s: float = 0.5,
         hooks: Hooks | None = None,
     ) -> None:
-        # The parse workers' fork server preloads (numba, lexbor: ~0.4 s) on another core
-        # while this process loads the query's numba, opens the store and reads the known
-        # URLs (seconds for a big resumed frontier): in parallel, not one after the other.
-        prestart()
         self.settings = settings
         self.hooks = hooks or Hooks()
-        self.seeds = list(seeds)
+        self._main = main_needed(self.hooks.extract)
+        """Parse workers import ``__main__``: the ``extract`` hook is defined there."""
+        self._workers_unusable = self._main and not main_importable()
+        if self._main and not self._workers_unusable and (line := unguarded_line()):
+            raise SystemExit(
+                f"crawler: {sys.modules['__main__'].__file__}:{line}: start the crawl under "
+                '`if __name__ == "__main__":` (the parse workers import this script to find '
+                "its extract hook, and would run the crawl again)"
+            )
+        # The parse workers' fork server preloads (numba, lexbor) on another core while
+        # this process loads the query's numba, opens the store and reads the known URLs
+        # (seconds for a big resumed frontier): in parallel, not one after the other.
+        prestart(main=self._main)
+        self.seeds, self._credentials = split_credentials(seeds)
+        """Seeds without userinfo (what is stored, logged, exported); the userinfo kept here
+        only, by origin, and sent to that origin only (``open_session``)."""
         self._owns_store = store is None
         self._store: Store = (
             store if store is not None else make_store(settings.db, lease_ttl_s=settings.lease_ttl)
@@ -140,12 +162,15 @@ class Engine:
             max_pages_per_host=settings.max_pages_per_host,
             window=_WINDOW,
         )
-        self._retry_policy = RetryPolicy(max_retries=settings.retries)
+        self._retry_policy = RetryPolicy(
+            max_retries=settings.retries, max_retry_after_s=settings.max_delay
+        )
         self._trap_limits = TrapLimits(max_url_chars=settings.max_url_length)
+        self._templates = (
+            TemplateBudget(settings.template_budget) if settings.template_budget else None
+        )
         self._host_allowed: HostAllowed = (
-            _allow_everything
-            if settings.allow_private
-            else allow_hosts(url_hostname(seed) for seed in self.seeds)
+            allow_all if settings.allow_private else allow_origins(self.seeds)
         )
         self._discovery = Discovery(self)
         self._hashes: dict[str, str] = {}
@@ -279,8 +304,14 @@ class Engine:
                 self.settings.max_time, self.stop, "max-time"
             )
         async with (
-            open_session(self.settings, self._host_allowed) as session,
-            ParsePool(self.settings.parse_workers, extract=self.hooks.extract) as pool,
+            open_session(self.settings, self._host_allowed, self._credentials) as session,
+            ParsePool(
+                self.settings.parse_workers,
+                extract=self.hooks.extract,
+                main=self._main,
+                timeout_s=self.settings.parse_timeout,
+                in_process=self._workers_unusable,
+            ) as pool,
         ):
             self._fetcher = fetcher = Fetcher(session, self.settings)
             self._pool = pool
@@ -481,14 +512,20 @@ class Engine:
         self._slots.release()
         self._wake.set()
 
-    def follow_urls(self, urls: Iterable[str], depth: int) -> None:
-        """Queue absolute URLs from elsewhere than a page (a sitemap), normalised first."""
-        normalized = []
+    async def follow_urls(self, urls: Iterable[str], depth: int) -> None:
+        """Queue absolute URLs from elsewhere than a page (a sitemap), normalised first, in
+        steps of ``_FOLLOW_STEP`` with the event loop's other work between them (a sitemap
+        lists up to 50,000)."""
+        normalized: list[str] = []
         for url in urls:
             try:
                 normalized.append(normalize_url(url))
             except ValueError:
                 continue
+            if len(normalized) >= _FOLLOW_STEP:
+                self._follow(tuple(normalized), depth)
+                normalized.clear()
+                await asyncio.sleep(0)
         self._follow(tuple(normalized), depth)
 
     async def fetch(
@@ -501,12 +538,15 @@ class Engine:
         """Make the request for ``job`` and free its slots; classify the outcome.
 
         Every request of the crawl goes through here: the SSRF check of IP literals, the
-        per-host pacing from the response, and the retry decision.
+        per-host pacing (of redirect hops too, ``_pace_hop``) and what the outcome teaches
+        it (only the server's distress slows a host: ``FetchError.slows_host``), and the
+        retry decision.
         """
         assert self._fetcher is not None
         start = time.monotonic()
         result: FetchResult | None = None
         error: str | None = self.ssrf_check(job.url)
+        distress = False
         known = job.known
         if error is None:
             try:
@@ -517,11 +557,12 @@ class Engine:
                 check = check_redirect or partial(self._check_redirect, depth=job.depth)
                 result = await self._fetcher.fetch(
                     job.url, check, any_type=any_type,
+                    pace_hop=partial(self._pace_hop, depth=job.depth),
                     etag=known.etag if known else None,
                     last_modified=known.last_modified if known else None,
                 )  # fmt: skip
             except FetchError as exc:
-                error = exc.reason
+                error, distress = exc.reason, exc.slows_host
                 log.info("failed %s: %s", job.url, exc.message)
             except asyncio.CancelledError:
                 # cancelled after a stop: free the slots; the URL stays queued in the store
@@ -530,9 +571,10 @@ class Engine:
                 raise
         now = time.monotonic()
         status = result.status if result is not None else None
-        retry_after_s = _retry_after_s(result)
+        retry_after_s = _retry_after_s(result, self.settings.max_delay)
         paused = now + retry_after_s if retry_after_s is not None and status in (429, 503) else None
-        self._frontier.release(job, now, latency_s=now - start, status=status, paused_until=paused)
+        self._frontier.release(job, now, latency_s=now - start, status=status,
+                               paused_until=paused, failed=distress)  # fmt: skip
         self._slots.release()
         self._wake.set()
         outcome = classify(status, error, job.attempt, self._retry_policy,
@@ -560,6 +602,25 @@ class Engine:
             log.info("%d %s", result.status, job.url)
         record = await self._page_from(job, result, fetched_at)
         return self._schedule(job, result, record)
+
+    def _template_closed(self, url: str) -> bool:
+        """Whether the template budget closed ``url``'s template (its links not followed)."""
+        return self._templates is not None and self._templates.closed(url_template(url))
+
+    def _template_page(
+        self, url: str, text: str, simhash: int | None, duplicate_of: str | None
+    ) -> bool:
+        """Record a parsed page with the template budget (``crawler.traps``); whether its
+        template is closed now, so that the page's links are not followed."""
+        budget = self._templates
+        if budget is None or not budget.closed(budget.page(url, text, simhash, duplicate_of)):
+            return False
+        self._frontier.gate = self._template_gate  # queued URLs of closed templates too
+        return True
+
+    def _template_gate(self, url: str) -> str | None:
+        """``Frontier.gate`` once a template is closed: its queued URLs are not fetched."""
+        return "url-template" if self._template_closed(url) else None
 
     def _schedule(self, job: FetchJob, result: FetchResult, record: PageRecord) -> PageRecord:
         """Add what the store keeps for the next visit: validators, interval, due time,
@@ -610,16 +671,22 @@ class Engine:
             *((self._focus.terms, self._focus.ids) if self._focus is not None else ()),
         )  # fmt: skip
         try:
-            if self._parse_here and not self._pool.ready and len(result.body) <= _HERE_MAX_BYTES:
+            if (
+                self._parse_here
+                and not self._pool.ready
+                and len(result.body) <= _HERE_MAX_BYTES
+                and not costly(result.body)
+            ):
                 page = await self._parse_in_process(parse_job)
             else:
                 page = await self._pool.parse(parse_job)
         except ParseError as exc:
             log.warning("cannot parse %s: %s", job.url, exc.message)
-            return failure_record(job, "parse", fetched_at, result)
+            return failure_record(job, exc.reason, fetched_at, result)
         if page.extract_error is not None:
             log.warning("extract failed on %s: %s", job.url, page.extract_error)
         duplicate_of = self._duplicate_of(job, page)
+        closed = self._template_page(job.url, page.text, page.simhash, duplicate_of)
         near = None
         if duplicate_of is None and len(page.text) >= _NEAR_DUPLICATE_MIN_CHARS:
             near = self._near.first_near(page.simhash, job.url)
@@ -628,7 +695,7 @@ class Engine:
             score = await self._focus.score_terms(page.query_tf, page.token_length)
         # A duplicate's links are followed too: relative links of the same bytes at another
         # URL lead elsewhere, and the workers' memo of offered links relies on it.
-        self._follow(page.followable, job.depth + 1, score, page.anchor_hits)
+        self._follow(page.followable, job.depth + 1, score, page.anchor_hits, closed)
         return page_record(job, page, fetched_at, duplicate_of, score=score,
                            near_duplicate_of=near)  # fmt: skip
 
@@ -648,7 +715,7 @@ class Engine:
             raise ParseError(job.url, f"{type(exc).__name__}: {exc}") from None
         self._parsed_here += 1
         links = page.followable if offered is None else new_links(page, job.depth + 1, offered)
-        self._follow(links, job.depth + 1, None, page.anchor_hits)
+        self._follow(links, job.depth + 1, None, page.anchor_hits, self._template_closed(job.url))
         page.follow = ()  # offered: the later ``_follow`` has nothing to do
         assert self._pool is not None
         try:
@@ -681,9 +748,13 @@ class Engine:
         depth: int,
         score: float | None = None,
         anchor_hits: dict[str, int] | None = None,
+        closed: bool = False,
     ) -> None:
         """Offer links to the frontier. With a query, a link's priority is the linking page's
-        score plus a bonus per query word in its anchor text (best-first crawling)."""
+        score plus a bonus per query word in its anchor text (best-first crawling).
+        ``closed``: the linking page's template was closed by the template budget: its
+        links are not followed (skipped as ``url-template``, but not marked seen: a page
+        elsewhere may still lead to them)."""
         max_depth = self.settings.max_depth
         if max_depth is not None and depth > max_depth:
             return
@@ -691,11 +762,16 @@ class Engine:
         base_priority = score or 0.0
         added = False
         for url in frontier.unseen(links):
-            if "?" in url or ";" in url:
-                url = strip_session_ids(url)
+            if "?" in url or ";" in url or "@" in url:
+                url = strip_session_ids(strip_userinfo(url))
                 if frontier.seen(url):
                     continue
             reason = self.admit(url)
+            if reason is None and closed:
+                self.skip(url, depth, "url-template")
+                continue
+            if reason is None and "?" in url and self._templates is not None:
+                reason = self._templates.admit(url)
             if reason is None:
                 priority = base_priority
                 if anchor_hits:
@@ -707,17 +783,23 @@ class Engine:
         if added:
             self._wake.set()
 
-    def _enqueue(self, url: str, depth: int, now: float, priority: float = 0.0) -> bool:
+    def _enqueue(
+        self, url: str, depth: int, now: float, priority: float = 0.0, *, known: bool = False
+    ) -> bool:
         """Queue a new URL: in the memory window when there is room and this process owns
         the frontier, else in the store only (a later refill brings it in). Either way it is
-        written to the store with the next batch. ``False`` if it was seen before."""
+        written to the store with the next batch. ``False`` if it was seen before, unless
+        ``known`` (a URL already marked seen, to be queued all the same: a redirect hop that
+        must wait for its host)."""
         frontier = self._frontier
         if self._store.exclusive and frontier.has_room:
-            if not frontier.add(url, depth, now, priority=priority):
+            if known:
+                frontier.load(url, depth, now, priority)
+            elif not frontier.add(url, depth, now, priority=priority):
                 return False
             self._found.append(UrlRecord(url, depth, priority, True, utc_now()))
             return True
-        if not frontier.mark_seen(url):
+        if not frontier.mark_seen(url) and not known:
             return False
         self._found.append(UrlRecord(url, depth, priority, False, utc_now()))
         if not self._shared:  # a shared store is polled instead (``_claim_shared``)
@@ -735,23 +817,32 @@ class Engine:
     def ssrf_check(self, url: str) -> str | None:
         """``"ssrf"`` if the URL's host is an IP literal the guard refuses, else ``None``.
 
-        Memoised per host name (``check_url_host`` depends only on it); the kind of address
+        Memoised per origin (``check_url_host`` depends only on it); the kind of address
         refused is logged once.
         """
-        host = url_hostname(url)
+        origin = url_origin(url)
         try:
-            return self._ssrf_memo[host]
+            return self._ssrf_memo[origin]
         except KeyError:
             kind = check_url_host(url, self._host_allowed)
             if kind is not None:
-                log.warning("refusing %s: %s address (SSRF guard; --allow-private)", host, kind)
-            verdict = self._ssrf_memo[host] = None if kind is None else "ssrf"
+                log.warning("refusing %s: %s address (SSRF guard; --allow-private)", origin, kind)
+            verdict = self._ssrf_memo[origin] = None if kind is None else "ssrf"
             return verdict
 
     def skip(self, url: str, depth: int | None, reason: str) -> None:
         """Record a URL the crawl decided not to fetch (``skipped`` table, summary)."""
         self._counters.skipped[reason] += 1
         self._skips.append(SkipRecord(url, reason, depth, utc_now()))
+
+    def _pace_hop(self, target: str, limit_s: float, depth: int) -> float | None:
+        """``crawler.fetch.HopPacer``: a hop keeps its host's pace; one that could not be
+        sent before its fetch's deadline is queued instead (then ``None``)."""
+        now = time.monotonic()
+        wait_s = self._frontier.hop(target, now, limit_s)
+        if wait_s is None and self._enqueue(target, depth, now, _HOP_PRIORITY, known=True):
+            self._wake.set()
+        return wait_s
 
     def _check_redirect(self, target: str, depth: int) -> str | None:
         """Vet one redirect hop: scope, traps, SSRF, robots, and seen-before."""
@@ -878,14 +969,26 @@ def _single(group: BaseExceptionGroup) -> BaseException:
     return error
 
 
-def _retry_after_s(result: FetchResult | None) -> float | None:
+def _retry_after_s(result: FetchResult | None, max_s: float) -> float | None:
+    """The response's ``Retry-After``, at most ``max_s`` (``--max-delay``: a server cannot
+    hold a host, and the crawl, longer than the slowest pace the crawl keeps)."""
     if result is None or not result.retry_after:
         return None
-    return parse_retry_after(result.retry_after, time.time())
+    return parse_retry_after(result.retry_after, time.time(), max_s)
 
 
-def _allow_everything(host: str) -> bool:
-    return True
+def split_credentials(seeds: Iterable[str]) -> tuple[list[str], dict[str, str]]:
+    """(the seeds without userinfo, ``user:password`` by origin), from normalised seeds:
+    ``http://u:p@h/`` gives ``http://h/`` and ``{"http://h": "u:p"}``."""
+    plain: dict[str, None] = {}
+    credentials: dict[str, str] = {}
+    for seed in seeds:
+        bare = strip_userinfo(seed)
+        if bare != seed:
+            start = seed.find("//") + 2
+            credentials.setdefault(url_origin(bare), seed[start : seed.rfind("@", start)])
+        plain[bare] = None
+    return list(plain), credentials
 
 
 def _settings_json(settings: Settings) -> dict[str, object]:

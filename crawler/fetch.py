@@ -1,15 +1,18 @@
 """Fetcher: the only place that makes requests (``crawler.http``). One ``HttpClient`` per crawl.
 
-Owns: request headers, deadlines, body size caps (on the bytes received, and on the
-decompressed bytes while decoding), redirects (followed here, hop by hop, each hop vetted by
-the caller), and the translation of the client's and OS exceptions into ``FetchError``s
-(always chained).
+Owns: request headers, the fetch's deadline, body size caps (on the bytes received, and on
+the decompressed bytes while decoding), redirects (followed here, hop by hop, each hop vetted
+and paced by the caller), which bodies are HTML (the WHATWG MIME Sniffing standard's rules),
+and the translation of the client's and OS exceptions into ``FetchError``s (always chained).
 
 Invariants:
 - a ``FetchResult`` with a body holds the complete body: truncated or reset transfers raise;
 - a body is never larger than ``max_body_bytes``;
-- a request never outlives ``timeout`` seconds, however slowly the server drips;
-- non-HTML bodies are not downloaded (the status and headers are kept).
+- a fetch never outlives ``timeout`` seconds, however slowly the server drips and however
+  many hops it redirects through: one deadline covers every hop, the waits between them and
+  the decoding; decoding a large body yields to the event loop between bounded steps;
+- a body is downloaded only where it may be parsed: declared HTML, or no usable type (then
+  sniffed); any type for robots.txt and sitemaps (``any_type``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,18 +38,31 @@ from crawler.errors import (
 )
 from crawler.settings import Settings
 from crawler.ssrf import HostAllowed, blocked_reason
-from crawler.urls import resolve_url
+from crawler.urls import resolve_url, strip_userinfo
 
 log = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-SNIFFED_TYPES = frozenset({"", "text/plain", "application/octet-stream", "unknown/unknown"})
-"""Types servers send for HTML by mistake: the body is downloaded and sniffed."""
+UNKNOWN_TYPES = frozenset({"", "unknown/unknown", "application/unknown", "*/*"})
+"""Types for which the WHATWG MIME Sniffing standard runs "the rules for identifying an
+unknown MIME type" (no ``Content-Type``, or one of these): the body is downloaded and sniffed.
+A declared type is otherwise what the body is: ``text/plain`` is never HTML there, and
+``application/octet-stream`` is a download."""
+RESOURCE_HEADER_BYTES = 1445
+"""How much of a body the sniffing rules read (the standard's "resource header")."""
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_DECODE_STEP_BYTES = 256 << 10
+"""A compressed body larger than this is decoded in steps of this many input bytes, with the
+event loop's other work (and the fetch's deadline) between them."""
 
 RedirectCheck = Callable[[str], str | None]
 """Given a redirect target (normalised), ``None`` to follow it or a reason to stop there."""
+HopPacer = Callable[[str, float], float | None]
+"""Given a redirect target that will be followed and the seconds left before the fetch's
+deadline: how long to wait before requesting it (its host's pace), or ``None`` when it cannot
+be requested in time, in which case the pacer queued it and the redirect stops (``queued``)."""
 
 
 @dataclass(slots=True)
@@ -68,6 +85,8 @@ class FetchResult:
     """Why a redirect was not followed (its target was out of scope, seen before ...)."""
     retry_after: str | None = None
     """The ``Retry-After`` header, if any."""
+    nosniff: bool = False
+    """``X-Content-Type-Options: nosniff``: a body without a usable type is not sniffed."""
     etag: str | None = None
     last_modified: str | None = None
     raw: bytes | None = None
@@ -77,32 +96,50 @@ class FetchResult:
 
     @property
     def is_html(self) -> bool:
-        """HTML to parse: declared and not binary, or undeclared/generic and sniffed as HTML."""
+        """HTML to parse, as a browser would render it: declared HTML (whatever bytes it
+        holds: a NUL is U+FFFD to an HTML parser), or no usable type and sniffed as HTML
+        (not under ``nosniff``, which forbids sniffing a scriptable type)."""
         body = self.body
         if body is None:
             return False
         if self.content_type in HTML_TYPES:
-            return not looks_binary(body)
-        return self.content_type in SNIFFED_TYPES and sniff_html(body)
+            return True
+        return unknown_type(self.content_type) and not self.nosniff and sniff_html(body)
+
+
+def unknown_type(content_type: str) -> bool:
+    """Whether a response's media type (lower-case essence, ``""`` when none) leaves the body
+    to be sniffed: none, one of ``UNKNOWN_TYPES``, or not a MIME type at all (no ``/``)."""
+    return content_type in UNKNOWN_TYPES or "/" not in content_type
+
+
+_HTML_PATTERNS = (
+    b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe", b"<h1", b"<div", b"<font",
+    b"<table", b"<a", b"<style", b"<title", b"<b", b"<body", b"<br", b"<p", b"<!--",
+)  # fmt: skip
+_TAG_TERMINATING = b" >"
 
 
 def sniff_html(body: bytes) -> bool:
-    """True if a body looks like HTML (WHATWG MIME sniffing's HTML patterns, simplified)."""
-    head = body[:1024].lstrip(b" \t\r\n\x0c\xef\xbb\xbf").lower()
-    return head.startswith(
-        (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<p", b"<div", b"<!--")
-    ) and not looks_binary(body)
+    """Whether the rules for identifying an unknown MIME type (WHATWG MIME Sniffing, 7.1)
+    find HTML: after leading whitespace, one of the standard's patterns (case-insensitive),
+    followed by a space or ``>``."""
+    head = body[:RESOURCE_HEADER_BYTES].lstrip(b"\t\n\x0c\r ")
+    start = head[:16].lower()
+    return any(
+        start.startswith(pattern)
+        and len(head) > len(pattern)
+        and head[len(pattern)] in _TAG_TERMINATING
+        for pattern in _HTML_PATTERNS
+    )
 
 
-def looks_binary(body: bytes) -> bool:
-    """A NUL byte in the first KiB (not UTF-16 text): images, archives, executables."""
-    head = body[:1024]
-    return b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
-
-
-def open_session(settings: Settings, allowed: HostAllowed) -> http.HttpClient:
+def open_session(
+    settings: Settings, allowed: HostAllowed, credentials: dict[str, str] | None = None
+) -> http.HttpClient:
     """The crawl's one HTTP client: at most ``concurrency`` connections, DNS cached, no
-    cookies, and a resolver that refuses private addresses for hosts not ``allowed``."""
+    cookies, a resolver that refuses private addresses for origins not ``allowed``, and
+    ``credentials`` (``user:password`` by origin) sent to their own origin only."""
     return http.HttpClient(
         limit=settings.concurrency,
         connect_timeout=settings.connect_timeout,
@@ -112,6 +149,7 @@ def open_session(settings: Settings, allowed: HostAllowed) -> http.HttpClient:
             "Accept-Encoding": accept_encoding(),
         },
         allowed=allowed,
+        credentials=credentials,
     )
 
 
@@ -214,8 +252,10 @@ class Fetcher:
         any_type: bool = False,
         etag: str | None = None,
         last_modified: str | None = None,
+        pace_hop: HopPacer | None = None,
     ) -> FetchResult:
-        """GET ``url``, following redirects that ``check_redirect`` allows.
+        """GET ``url``, following redirects that ``check_redirect`` allows, each hop after
+        the wait ``pace_hop`` says (none without one).
 
         ``any_type`` downloads the body whatever its type (robots.txt, sitemaps).
         ``etag`` / ``last_modified`` make it a conditional GET (a 304 when unchanged).
@@ -228,8 +268,16 @@ class Fetcher:
                 conditional["If-None-Match"] = etag
             if last_modified:
                 conditional["If-Modified-Since"] = last_modified
+        deadline = self.deadlines.start()  # one for the whole fetch: hops, waits, decoding
         try:
-            return await self._follow(url, check_redirect, any_type, conditional)
+            return await self._follow(url, check_redirect, pace_hop, any_type, conditional,
+                                      deadline.at)  # fmt: skip
+        except asyncio.CancelledError:
+            if self.deadlines.timed_out(deadline):
+                raise FetchTimeout(
+                    url, f"no complete response within {self._timeout_s:g} s"
+                ) from None
+            raise
         except FetchError:
             raise
         except http.ConnectTimeout as exc:
@@ -237,7 +285,7 @@ class Fetcher:
         except TimeoutError as exc:
             raise FetchTimeout(url, f"no complete response within {self._timeout_s:g} s") from exc
         except http.IncompleteBody as exc:
-            raise BadResponse(url, f"incomplete body: {exc}") from exc
+            raise BadResponse(url, f"incomplete body: {exc}", slows_host=True) from exc
         except http.BodyTooLarge as exc:
             raise TooLarge(url, f"body exceeds {exc.limit} bytes") from exc
         except (http.ConnectError, OSError) as exc:
@@ -248,33 +296,35 @@ class Fetcher:
                 raise DNSFailed(url, str(exc) or "name not resolved") from exc
             raise ConnectFailed(url, str(exc) or type(exc).__name__) from exc
         except (http.HTTPError, ValueError) as exc:
-            raise BadResponse(url, str(exc) or type(exc).__name__) from exc
+            raise BadResponse(url, str(exc) or type(exc).__name__, slows_host=True) from exc
+        finally:
+            self.deadlines.end(deadline)
 
     async def _follow(
         self,
         url: str,
         check_redirect: RedirectCheck | None,
+        pace_hop: HopPacer | None,
         any_type: bool,
         conditional: dict[str, str] | None,
+        deadline_at: float,
     ) -> FetchResult:
         current, visited = url, {url}
-        deadlines = self.deadlines
+        loop = asyncio.get_running_loop()
         for _ in range(self._max_redirects + 1):
-            deadline = deadlines.start()  # each hop its own (body included)
-            try:
-                result = await self._get(url, current, any_type, conditional)
-            except asyncio.CancelledError:
-                if deadlines.timed_out(deadline):
-                    raise TimeoutError from None
-                raise
-            finally:
-                deadlines.end(deadline)
+            result = await self._get(url, current, any_type, conditional)
             if result.redirect_to is None:
                 return result
             target = result.redirect_to
             if target in visited:
                 raise BadResponse(url, f"redirect loop at {target}")
             stop = check_redirect(target) if check_redirect is not None else None
+            if stop is None and pace_hop is not None:
+                wait_s = pace_hop(target, deadline_at - loop.time())
+                if wait_s is None:
+                    stop = "queued"
+                elif wait_s > 0:
+                    await asyncio.sleep(wait_s)
             if stop is not None:
                 return _replace_stopped(result, stop)
             visited.add(target)
@@ -294,29 +344,18 @@ class Fetcher:
             charset = resp.charset
             robots_tag = ",".join(resp.getall("X-Robots-Tag")) if "x-robots-tag" in headers else ""
             if status in REDIRECT_STATUSES and "location" in headers:
-                target = resolve_url(current, headers["location"])
-                if target is None:
-                    raise BadResponse(url, f"unusable redirect target {headers['location']!r}")
-                return FetchResult(
-                    url,
-                    current,
-                    status,
-                    content_type,
-                    charset,
-                    None,
-                    robots_tag,
-                    redirect_to=target,
-                )
+                return _redirect(url, current, resp, robots_tag)
             body: bytes | None = None
             raw: bytes | None = None
             if status != 304 and (
-                any_type or content_type in HTML_TYPES or content_type in SNIFFED_TYPES
+                any_type or content_type in HTML_TYPES or unknown_type(content_type)
             ):
                 body, raw = await self._read(url, resp)
+            nosniff = headers.get("x-content-type-options", "").strip().lower() == "nosniff"
             return FetchResult(
                 url, current, status, content_type, charset, body, robots_tag,
-                retry_after=headers.get("retry-after"), etag=headers.get("etag"),
-                last_modified=headers.get("last-modified"),
+                retry_after=headers.get("retry-after"), nosniff=nosniff,
+                etag=headers.get("etag"), last_modified=headers.get("last-modified"),
                 raw=raw if self._keep_raw and body is not None else None,
                 headers_json=_headers_json(resp) if self._keep_raw else None,
             )  # fmt: skip
@@ -335,12 +374,36 @@ class Fetcher:
             return data, data
         try:
             decoder = BodyDecoder(encoding, cap)
-            body = decoder.feed(data) + decoder.finish()
+            if len(data) <= _DECODE_STEP_BYTES:
+                return decoder.feed(data) + decoder.finish(), data
+            parts = []
+            with memoryview(data) as view:
+                for start in range(0, len(data), _DECODE_STEP_BYTES):
+                    parts.append(decoder.feed(bytes(view[start : start + _DECODE_STEP_BYTES])))
+                    await asyncio.sleep(0)  # other work, and the deadline, between steps
+            parts.append(decoder.finish())
         except BodyTooLarge as exc:
             raise TooLarge(url, str(exc)) from exc
         except BadEncoding as exc:
             raise BadResponse(url, str(exc)) from exc
-        return body, data
+        return b"".join(parts), data
+
+
+def _redirect(url: str, current: str, resp: http.Response, robots_tag: str) -> FetchResult:
+    """A redirect's result: its target resolved (credentials in it dropped: the crawl sends
+    only the seeds' own), or ``stopped`` as ``scheme`` for a target that is a URL of another
+    scheme (``javascript:``, ``data:``, ``ftp:`` ...), which the crawl does not follow. A
+    ``Location`` that is no URL at all is a bad response."""
+    location = resp.headers["location"]
+    target = resolve_url(current, location)
+    if target is not None:
+        return FetchResult(url, current, resp.status, resp.content_type, resp.charset, None,
+                           robots_tag, redirect_to=strip_userinfo(target))  # fmt: skip
+    match = _SCHEME.match(location.strip())
+    if match is None or match.group().lower() in ("http:", "https:"):
+        raise BadResponse(url, f"unusable redirect target {location[:200]!r}")
+    return FetchResult(url, current, resp.status, resp.content_type, resp.charset, None,
+                       robots_tag, stopped="scheme")  # fmt: skip
 
 
 def _headers_json(resp: http.Response) -> str:

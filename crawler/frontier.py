@@ -17,19 +17,24 @@ Invariants (tested as properties):
 - requests of a host go out at least ``min_delay_s`` apart (``--delay``, ``Crawl-delay``) as
   sent, not only as handed out: a job whose task ran late holds back the next (``sending``);
 - every URL is handed out at most once, except as an explicit retry;
-- ``next(now)`` is O(log hosts) amortised: a heap of hosts ordered by when they may start.
+- a redirect hop (``hop``) keeps its host's pace like a job: it waits for the host's next
+  start, and the host's next start waits for it;
+- ``next(now)`` is O(log hosts) amortised: a heap of hosts ordered by when they may start;
+  one call drops at most ``MAX_REFUSALS_PER_CALL`` refused URLs before it returns ``now``
+  (come back at once): a host whose queue robots.txt refuses by the thousand never holds
+  the event loop.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple, Protocol
 
-from crawler.politeness import HostPace
+from crawler.politeness import HostPace, distress
 from crawler.seen import SeenSet
 from crawler.urls import url_origin
 
@@ -42,6 +47,12 @@ EARLY_S = 0.001
 on a timer for each such gap spent more on the timer than on the request (12,000 waits of ~30 us in a 10,000-page crawl: 0.25 s of CPU, 4 %
 of the crawl's time). A start made early moves the next one on from the planned start, not from
 ``now``, so the delay still holds on average."""
+
+
+MAX_REFUSALS_PER_CALL = 256
+"""Refused URLs (robots.txt, the per-host budget, ``gate``) one ``next`` call drops at most."""
+_YIELD = object()
+"""``_take``'s answer after ``MAX_REFUSALS_PER_CALL`` refusals: more may follow, later."""
 
 
 class RobotsState(Enum):
@@ -141,6 +152,9 @@ class Frontier:
         self.queued = 0
         self.in_flight = 0
         self.skipped: list[tuple[str, int, str]] = []
+        self.gate: Callable[[str], str | None] | None = None
+        """Asked about each queued page URL as it is taken, if set: ``None`` to fetch it,
+        or why not (it is then dropped, like a robots.txt refusal)."""
 
     # -- adding -----------------------------------------------------------------------------
     def seen(self, url: str) -> bool:
@@ -219,23 +233,30 @@ class Frontier:
                 self._schedule(host, now)  # scheduled (a retry, a pause)
                 continue
             job = self._take(host, now)
+            if job is _YIELD:
+                return now
             if job is not None:
-                return job
+                return job  # type: ignore[return-value]
         return None
 
-    def _take(self, host: _Host, now: float) -> FetchJob | None:
+    def _take(self, host: _Host, now: float) -> FetchJob | object | None:
         if host.robots is RobotsState.UNKNOWN:
             host.robots = RobotsState.PENDING
             url = host.origin + "/robots.txt"
             return self._start(
                 host, FetchJob(url, 0, host.origin, ROBOTS, host.robots_attempt), now
             )
+        refused = 0
         while host.queue and host.in_flight < self._per_host:
             _, _, url, depth, kind, attempt, known = heapq.heappop(host.queue)
             self.queued -= 1
             reason = self._refusal(host, url, kind, attempt)
             if reason is not None:
                 self.skipped.append((url, depth, reason))
+                refused += 1
+                if refused >= MAX_REFUSALS_PER_CALL:
+                    self._schedule(host, now)
+                    return _YIELD
                 continue
             if kind == PAGE and attempt == 0:
                 host.pages_issued += 1
@@ -256,10 +277,12 @@ class Frontier:
     def _refusal(self, host: _Host, url: str, kind: str, attempt: int) -> str | None:
         if host.rules is not None and not host.rules.is_allowed(self._user_agent, url):
             return host.robots_reason
+        if kind != PAGE or attempt:
+            return None
         limit = self._max_pages_per_host
-        if kind == PAGE and attempt == 0 and limit is not None and host.pages_issued >= limit:
+        if limit is not None and host.pages_issued >= limit:
             return "host-limit"
-        return None
+        return self.gate(url) if self.gate is not None else None
 
     def _start(self, host: _Host, job: FetchJob, now: float) -> FetchJob:
         host.in_flight += 1
@@ -294,6 +317,22 @@ class Frontier:
             host.next_start = max(host.next_start, at + min_delay)
         return at
 
+    def hop(self, url: str, now: float, limit_s: float) -> float | None:
+        """A job in flight follows a redirect to ``url``: the seconds its request must wait
+        for the pace of ``url``'s host (its next start, its floor delay since its latest
+        request as sent, a ``Retry-After`` pause, a retry's backoff), which then counts as
+        the host's latest start; ``None`` (nothing recorded) when that wait is longer than
+        ``limit_s``, the time the fetch has left."""
+        host = self._host(url_origin(url))
+        pace = host.pace
+        at = max(now, host.next_start, host.sent_at + pace.min_delay_s, pace.paused_until,
+                 host.held_until)  # fmt: skip
+        if at - now > limit_s:
+            return None
+        host.sent_at = at
+        host.next_start = max(host.next_start, pace.next_start_after(at))
+        return at - now
+
     # -- finishing --------------------------------------------------------------------------
     def release(
         self,
@@ -303,20 +342,28 @@ class Frontier:
         latency_s: float | None = None,
         status: int | None = None,
         paused_until: float | None = None,
+        failed: bool = False,
     ) -> None:
         """The request for ``job`` ended: free its slot and let its outcome pace the host.
 
-        ``status`` with ``latency_s``: a response; no ``status``: the request failed
-        (timeout, connection error), which slows the host down. ``paused_until``: the
-        server's ``Retry-After``, as a time on the ``now`` clock.
+        ``status`` with ``latency_s``: a response; ``failed``: no response, for the server's
+        sake (a timeout, a connection refused or reset), which slows the host down; neither:
+        no request was made, or the crawler itself refused to go on (nothing to learn of the
+        server's pace). ``paused_until``: the server's ``Retry-After``, as a time on the
+        ``now`` clock.
         """
         host = self._hosts[job.origin]
         host.in_flight -= 1
         self.in_flight -= 1
         if status is not None:
             host.pace.on_response(latency_s if latency_s is not None else 0.0, status, now)
-        elif latency_s is not None:
+            failed = distress(status)
+        elif failed:
             host.pace.on_error(now)
+        if failed and paused_until is None:
+            # The next request waits the delay the distress taught, from now (unless the
+            # server said when to come back: ``Retry-After``).
+            host.next_start = max(host.next_start, now + host.pace.delay_s)
         if paused_until is not None:
             host.pace.pause_until(paused_until)
         host.next_start = max(host.next_start, host.pace.paused_until)

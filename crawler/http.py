@@ -31,7 +31,7 @@ import re
 import socket
 import ssl
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from urllib.parse import unquote
 
@@ -48,6 +48,8 @@ MAX_HEADER_BYTES = 64 * 1024
 interim responses, chunk framing, trailers (a server could otherwise send them forever)."""
 HAPPY_EYEBALLS_DELAY_S = 0.25
 """A host's next address is tried this long after the previous one (RFC 8305, as aiohttp)."""
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+"""Request headers never recorded (``record=True``): they hold credentials."""
 _DNS_CACHE_ENTRIES = 4096
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BAD_CHARACTER = re.compile(r"[\x00-\x20\x7f]")
@@ -429,9 +431,12 @@ class HttpClient:
         allowed: HostAllowed,
         tls: Callable[[], ssl.SSLContext] = ssl.create_default_context,
         resolver: Resolver | None = None,
+        credentials: Mapping[str, str] | None = None,
     ) -> None:
         """``resolver``: where names are looked up (the system's by default), always behind
-        the SSRF guard; ``tls``: makes the TLS context, on the first https connection."""
+        the SSRF guard; ``tls``: makes the TLS context, on the first https connection;
+        ``credentials``: ``user:password`` (percent-encoded, as in a URL) by origin
+        (``http://host:port``), sent as Basic ``Authorization`` to that origin only."""
         self.limit = max(1, limit)
         self.connect_timeout = connect_timeout
         for name, value in headers.items():
@@ -439,10 +444,14 @@ class HttpClient:
                 raise ValueError(f"a line break in the {name} header: {value[:200]!r}")
         self._fixed = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         self._fixed_pairs = list(headers.items())
+        self._credentials = {
+            _split(origin + "/")[:3]: userinfo for origin, userinfo in (credentials or {}).items()
+        }
         self._resolver = GuardedResolver(allowed, resolver)
         self._make_tls = tls
         self._tls: ssl.SSLContext | None = None
-        self._dns: dict[tuple[str, int], tuple[float, list[tuple[str, int]]]] = {}
+        self._dns: dict[tuple[str, str, int], tuple[float, list[tuple[str, int]]]] = {}
+        """Answers by (scheme, host, port): what the guard let through depends on all three."""
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._lru: OrderedDict[_Connection, None] = OrderedDict()
         self._open: set[_Connection] = set()
@@ -484,8 +493,10 @@ class HttpClient:
         ``cap``: the most bytes of body to take; ``record``: keep the request's headers in
         ``Response.request``."""
         scheme, host, port, authority, target, userinfo = _split(url)
-        request = self._request(target, authority, userinfo, headers)
         key = (scheme, host, port)
+        if not userinfo and self._credentials:
+            userinfo = self._credentials.get(key, "")
+        request = self._request(target, authority, userinfo, headers)
         for attempt in (0, 1):
             conn, reused = await self._acquire(key, fresh=attempt > 0)
             response = Response(conn, url, cap)
@@ -500,7 +511,7 @@ class HttpClient:
                 conn.close()
                 raise
             if record:
-                response.request = self._request_pairs(authority, userinfo, headers)
+                response.request = self._request_pairs(authority, headers)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -519,14 +530,14 @@ class HttpClient:
         return head.encode("utf-8", "surrogateescape")  # a validator sent back as it came
 
     def _request_pairs(
-        self, authority: str, userinfo: str, headers: dict[str, str] | None
+        self, authority: str, headers: dict[str, str] | None
     ) -> list[tuple[str, str]]:
+        """The request's headers as recorded (for WARC): all but credentials, which are
+        never kept (``Authorization``, ``Proxy-Authorization``, ``Cookie``)."""
         pairs = [("Host", authority), *self._fixed_pairs]
-        if userinfo:
-            pairs.append(("Authorization", _basic(userinfo)))
         if headers:
             pairs += headers.items()
-        return pairs
+        return [(k, v) for k, v in pairs if k.lower() not in SECRET_HEADERS]
 
     # the pool
     async def _acquire(
@@ -622,7 +633,7 @@ class HttpClient:
         tls = self._context() if scheme == "https" else None
         try:
             async with asyncio.timeout(self.connect_timeout):
-                addresses = await self._addresses(host, port)
+                addresses = await self._addresses(scheme, host, port)
                 infos = [
                     (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "",
                      (address, port, 0, 0) if family == socket.AF_INET6 else (address, port))
@@ -652,7 +663,7 @@ class HttpClient:
                 f"no connection to {host}:{port} within {self.connect_timeout:g} s"
             ) from exc
 
-    async def _addresses(self, host: str, port: int) -> list[tuple[str, int]]:
+    async def _addresses(self, scheme: str, host: str, port: int) -> list[tuple[str, int]]:
         """(address, family) to try in order: the literal itself, or the guarded resolver's
         answer (cached)."""
         literal = host.strip("[]")
@@ -663,11 +674,11 @@ class HttpClient:
         else:
             return [(literal, socket.AF_INET6 if ip.version == 6 else socket.AF_INET)]
         now = asyncio.get_running_loop().time()
-        cached = self._dns.get((host, port))
+        cached = self._dns.get((scheme, host, port))
         if cached is not None and cached[0] > now:
             return cached[1]
         try:
-            results = await self._resolver.resolve(host, port, socket.AF_UNSPEC)
+            results = await self._resolver.resolve(host, port, socket.AF_UNSPEC, scheme)
         except UnicodeError as exc:  # a label longer than 63 characters, say
             raise ResolveError(f"cannot resolve {host}: {exc}") from exc
         except OSError as exc:
@@ -679,7 +690,7 @@ class HttpClient:
             raise ResolveError(f"cannot resolve {host}: no addresses")
         if len(self._dns) >= _DNS_CACHE_ENTRIES:  # a broad crawl: forget what has expired
             self._dns = {k: v for k, v in self._dns.items() if v[0] > now}
-        self._dns[(host, port)] = (now + DNS_TTL_S, addresses)
+        self._dns[(scheme, host, port)] = (now + DNS_TTL_S, addresses)
         return addresses
 
     def _context(self) -> ssl.SSLContext:

@@ -8,8 +8,11 @@ The delay follows the server's latency: a server that answers in ``L`` seconds c
 (``new = (old + L / target) / 2``), but a rising latency is followed at once
 (``new >= L / target``). Responses other than 2xx never lower the delay: error pages and
 redirects are small and fast and would otherwise speed the crawl up against a failing server
-(Scrapy's rule). 429 and 503 responses and transport errors double the delay (from at least
-``backoff_start_s``); successful responses then relax it again, halfway per response.
+(Scrapy's rule). Server distress doubles the delay (from at least ``backoff_start_s``): 429 and
+any 5xx response, and a failure of the transport (timeout, refused or reset connection);
+successful responses then relax it again, halfway per response. The crawler's own refusals
+(scope, robots.txt, the SSRF guard, a body too large ...) are not the server's distress and
+are not reported here at all.
 
 Invariants (tested as properties):
 - ``min_delay_s <= delay_s <= max_delay_s`` after every call;
@@ -26,10 +29,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["BACKOFF_STATUSES", "HostPace"]
+__all__ = ["HostPace", "distress"]
 
-BACKOFF_STATUSES = frozenset({429, 503})
-"""Statuses by which a server says "slow down"."""
+
+def distress(status: int) -> bool:
+    """Whether a response says the server is struggling: 429, or any 5xx."""
+    return status == 429 or status >= 500
 
 
 @dataclass(slots=True)
@@ -63,7 +68,7 @@ class HostPace:
 
     def on_response(self, latency_s: float, status: int, now: float) -> None:
         """A response arrived ``latency_s`` seconds after its request started."""
-        if status in BACKOFF_STATUSES:
+        if distress(status):
             self._back_off()
             return
         if not math.isfinite(latency_s):
@@ -77,7 +82,8 @@ class HostPace:
         self._set(new_s)
 
     def on_error(self, now: float) -> None:
-        """A request failed without a response (timeout, refused, reset): slow down."""
+        """A request failed without a response for the server's sake (timeout, refused,
+        reset): slow down."""
         self._back_off()
 
     def pause_until(self, t: float) -> None:

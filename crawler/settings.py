@@ -67,14 +67,22 @@ class Settings:
     """Outlinks kept per page (the first in document order)."""
     max_url_length: int = 2048
     """Longer URLs are skipped as traps."""
+    template_budget: int = 16
+    """Pages of one URL template (``/cal/N/N``: numbers as N) that may repeat what its pages
+    said before, beyond those that say something new, before links among its pages are no
+    longer followed (an endless calendar, a soft 404); ``0``: no limit. See
+    ``crawler.traps``."""
     timeout: float = 60.0
     """Seconds one whole request may take, body included."""
     connect_timeout: float = 10.0
     """Seconds to establish a connection."""
     max_body_bytes: int = 10 * 1024 * 1024
     """Largest body read (decompressed bytes); larger responses fail as ``too-large``."""
-    max_redirects: int = 10
-    """Redirect hops followed per URL."""
+    max_redirects: int = 20
+    """Redirect hops followed per URL (as browsers, Scrapy and wget)."""
+    parse_timeout: float = 5.0
+    """Seconds a page's parse may take: a longer one is abandoned (its parse worker is
+    replaced) and the page stored with error ``parse-timeout``."""
     max_time: float | None = None
     """Seconds the run may take: then it stops taking work and ends cleanly (``--max-time``
     also takes ``50m``, ``1h30m``, ``90s``)."""
@@ -119,7 +127,7 @@ class Settings:
     def __post_init__(self) -> None:
         _check_positive(self, "concurrency", "per_host", "timeout", "connect_timeout")
         _check_positive(self, "max_body_bytes", "max_redirects", "max_outlinks", "max_url_length")
-        _check_positive(self, "max_delay", "lease_ttl")
+        _check_positive(self, "max_delay", "lease_ttl", "parse_timeout")
         if self.max_crawl_delay < 0 or self.retries < 0:
             raise ConfigError("--max-crawl-delay and --retries must be ≥ 0")
         if self.delay < 0:
@@ -143,6 +151,8 @@ class Settings:
             raise ConfigError(f"--metrics-port must be 1-65535, got {self.metrics_port}")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"--log-format must be text or json, got {self.log_format!r}")
+        if not isinstance(self.template_budget, int) or self.template_budget < 0:
+            raise ConfigError(f"--template-budget must be ≥ 0, got {self.template_budget!r}")
         for name in ("max_pages", "max_depth", "workers", "max_pages_per_host"):
             value = getattr(self, name)
             if value is not None and value < (0 if name == "max_depth" else 1):

@@ -22,8 +22,10 @@ Invariants:
 - an IPv6 address that embeds an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
   ``::a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``, Teredo ``2001::/32``) is refused
   when the embedded IPv4 address would be;
-- hosts exempted by ``allowed`` (the seeds' hosts, or all with an "allow private" setting) are
-  compared in one canonical form (``canonical_host``) at both enforcement points.
+- origins exempted by ``allowed`` (the seeds' origins, scheme, host and port; or all with an
+  "allow private" setting) are compared in one canonical form (``canonical_host``, the
+  scheme's default port filled in) at both enforcement points: a seed on a private address
+  exempts that one server, not every port of its host.
 
 Not covered: connections through an HTTP proxy (the resolver then sees the proxy's name only);
 the crawl's client reads no proxy settings, so no proxy is configured behind its back.
@@ -48,7 +50,9 @@ __all__ = [
     "ResolveResult",
     "Resolver",
     "ThreadedResolver",
+    "allow_all",
     "allow_hosts",
+    "allow_origins",
     "blocked_reason",
     "canonical_host",
     "check_url_host",
@@ -58,8 +62,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-HostAllowed = Callable[[str], bool]
-"""Given a canonical host (``canonical_host``), whether it is exempt from the guard."""
+HostAllowed = Callable[[str, str, int], bool]
+"""Given a request's scheme (lower case), canonical host (``canonical_host``) and port, whether
+it is exempt from the guard."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class ResolveResult(TypedDict):
@@ -304,12 +310,45 @@ def canonical_host(host: str) -> str:
 
 
 def allow_hosts(hosts: Iterable[str]) -> HostAllowed:
-    """A ``HostAllowed`` exempting exactly ``hosts`` (names or literals, any case or form).
+    """A ``HostAllowed`` exempting ``hosts`` (names or literals, any case or form) on every
+    scheme and port. A crawl exempts its seeds' origins instead (``allow_origins``)."""
+    names = frozenset(canonical_host(host) for host in hosts)
 
-    Pass the seeds' host names to let a crawl of ``http://localhost:8080/`` work; pass
-    ``lambda host: True`` to turn the guard off.
-    """
-    return frozenset(canonical_host(host) for host in hosts).__contains__
+    def allowed(scheme: str, host: str, port: int) -> bool:
+        return host in names
+
+    return allowed
+
+
+def allow_origins(urls: Iterable[str]) -> HostAllowed:
+    """A ``HostAllowed`` exempting exactly the origins of ``urls`` (absolute http(s) URLs):
+    the seeds', to let a crawl of ``http://localhost:8080/`` work. Other ports and schemes of
+    the same host are guarded like any address."""
+    origins = frozenset(key for key in map(origin_key, urls) if key is not None)
+
+    def allowed(scheme: str, host: str, port: int) -> bool:
+        return (scheme, host, port) in origins
+
+    return allowed
+
+
+def allow_all(scheme: str, host: str, port: int) -> bool:
+    """The ``HostAllowed`` of a crawl with the guard off (``--allow-private``)."""
+    return True
+
+
+def origin_key(url: str) -> tuple[str, str, int] | None:
+    """(scheme, canonical host, port) of an absolute http(s) URL, the port filled in when it is
+    the scheme's default; ``None`` for anything else."""
+    try:
+        parsed = ada_url.URL(url)
+    except ValueError:
+        return None
+    scheme = parsed.protocol[:-1]
+    default = _DEFAULT_PORTS.get(scheme)
+    if default is None:
+        return None
+    return scheme, canonical_host(parsed.hostname), int(parsed.port) if parsed.port else default
 
 
 def check_url_host(url: str, allowed: HostAllowed) -> str | None:
@@ -319,15 +358,20 @@ def check_url_host(url: str, allowed: HostAllowed) -> str | None:
     ``GuardedResolver`` at connection time). Returns ``"invalid"`` for a URL ada cannot parse.
     Call it before every request and every redirect hop.
 
-    >>> check_url_host("http://[::ffff:7f00:1]/", lambda host: False)
+    >>> check_url_host("http://[::ffff:7f00:1]/", allow_hosts(()))
     'loopback'
     """
     try:
-        hostname = ada_url.URL(url).hostname
+        parsed = ada_url.URL(url)
     except ValueError:
         return "invalid"
+    hostname = parsed.hostname
     address = parse_host_as_ip(hostname)
-    if address is None or allowed(canonical_host(hostname)):
+    if address is None:
+        return None
+    scheme = parsed.protocol[:-1]
+    port = int(parsed.port) if parsed.port else _DEFAULT_PORTS.get(scheme, 0)
+    if allowed(scheme, canonical_host(hostname), port):
         return None
     return classify_address(address)
 
@@ -367,8 +411,8 @@ class GuardedResolver:
     """A resolver that never returns an address ``classify_address`` flags.
 
     Wraps ``inner`` (``ThreadedResolver`` when not given; any object with aiohttp's resolver
-    interface fits). Hosts for which ``allowed(canonical_host(host))`` is true are resolved
-    unfiltered. Mixed answers keep only their public addresses; an answer with none left raises
+    interface fits). Origins for which ``allowed(scheme, canonical_host(host), port)`` is true
+    are resolved unfiltered (``scheme``: the request's, ``""`` when the caller has none). Mixed answers keep only their public addresses; an answer with none left raises
     ``BlockedAddress``. ``crawler.http.HttpClient`` makes one from its ``allowed``.
     """
 
@@ -378,12 +422,16 @@ class GuardedResolver:
         self._owns_inner = inner is None
 
     async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+        self,
+        host: str,
+        port: int = 0,
+        family: socket.AddressFamily = socket.AF_INET,
+        scheme: str = "",
     ) -> list[ResolveResult]:
         if self._inner is None:
             self._inner = ThreadedResolver()
         results = await self._inner.resolve(host, port, family)
-        if not results or self._allowed(canonical_host(host)):
+        if not results or self._allowed(scheme, canonical_host(host), port):
             return results
         kept: list[ResolveResult] = []
         refused: tuple[str, str] | None = None

@@ -11,12 +11,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from parsers.links import normalize_url, resolve_url, url_authority, url_hostname, url_origin
+from parsers.links import (
+    normalize_url,
+    resolve_url,
+    strip_userinfo,
+    url_authority,
+    url_hostname,
+    url_origin,
+)
 
 __all__ = [
     "Scope",
     "normalize_url",
     "resolve_url",
+    "strip_userinfo",
     "url_authority",
     "url_hostname",
     "url_origin",

@@ -108,6 +108,8 @@ def test_scope_include_exclude(db_path: str) -> None:
         assert sorted(site.paths()) == ["/", "/docs/a", "/robots.txt"]
         assert other.hits == []
         crawler.run(seeds, Settings(db=db_path + "any", scope="any", **FAST))
+        assert other.hits == []  # another port of 127.0.0.1: not a seed's origin (SSRF guard)
+        crawler.run(seeds, Settings(db=db_path + "priv", scope="any", allow_private=True, **FAST))
         assert sorted(other.paths()) == ["/robots.txt", "/x"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from crawler.frontier import EARLY_S, FetchJob, Frontier
+from crawler.frontier import EARLY_S, MAX_REFUSALS_PER_CALL, FetchJob, Frontier
 from crawler.robots import RobotsRules
 
 
@@ -208,3 +208,62 @@ def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay:
                 unsent.append(job)
                 assert sum(j.origin == job.origin for j in running) <= per_host
         assert f.in_flight == len(running)
+
+
+def test_a_redirect_hop_keeps_its_hosts_pace() -> None:
+    """A hop waits for its host's next start and floor delay, then counts as a start; one
+    that would wait longer than its fetch has left is refused, and changes nothing."""
+    f = Frontier(per_host=2, delay_s=0.5, check_robots=False)
+    f.add("http://a.com/1", 0, 0.0)
+    f.add("http://a.com/2", 0, 0.0)
+    job = f.next(0.0)
+    assert isinstance(job, FetchJob)
+    assert f.sending(job, 0.0) == 0.0
+    assert f.hop("http://a.com/3", 0.1, 10.0) == 0.4  # 0.5 s after the job's start
+    assert f.next(0.6) == 1.0  # the host's next start moved past the hop
+    assert f.hop("http://a.com/4", 0.6, 0.3) is None  # would wait 0.4 > 0.3 s left
+    assert f.next(1.0) is not None
+    assert f.hop("http://b.com/x", 5.0, 1.0) == 0.0  # a host not seen yet: at once
+
+
+def test_a_gate_drops_queued_pages_as_it_is_asked() -> None:
+    f = Frontier(per_host=4, delay_s=0.0, check_robots=False)
+    for name in ("keep", "drop", "keep2"):
+        f.add(f"http://a.com/{name}", 2, 0.0)
+    f.gate = lambda url: "url-template" if url.endswith("/drop") else None
+    assert [job.url for job in drain(f, 1.0)] == ["http://a.com/keep", "http://a.com/keep2"]
+    assert f.drain_skipped() == [("http://a.com/drop", 2, "url-template")]
+
+
+def test_refusals_by_the_thousand_come_back_to_the_caller_between_rounds() -> None:
+    """A host whose whole queue robots.txt refuses: ``next`` returns ``now`` (come back at
+    once) after ``MAX_REFUSALS_PER_CALL`` of them, so the event loop runs between rounds."""
+    f = Frontier(per_host=1, delay_s=0.0)
+    n = 3 * MAX_REFUSALS_PER_CALL + 5
+    for i in range(n):
+        f.add(f"http://a.com/x{i}", 1, 0.0)
+    f.add("http://a.com/ok", 1, 0.0)
+    robots = f.next(0.0)
+    assert isinstance(robots, FetchJob) and robots.robots
+    f.release(robots, 0.0)
+    f.robots_done(robots, RobotsRules.parse("User-agent: *\nAllow: /ok\nDisallow: /x"), None, 0.0)
+    rounds, job = 0, f.next(0.0)
+    while not isinstance(job, FetchJob):
+        assert job == 0.0
+        rounds += 1
+        job = f.next(0.0)
+    assert job.url == "http://a.com/ok" and rounds == 3
+    assert len(f.drain_skipped()) == n
+
+
+def test_only_failures_of_the_servers_slow_a_host() -> None:
+    f = Frontier(per_host=1, delay_s=0.0, check_robots=False)
+    for i in range(3):
+        f.add(f"http://a.com/{i}", 0, 0.0)
+    job = f.next(0.0)
+    assert isinstance(job, FetchJob)
+    f.release(job, 0.01, latency_s=0.01)  # the crawler stopped it (SSRF, too large ...)
+    job = f.next(0.01)
+    assert isinstance(job, FetchJob)  # no backoff
+    f.release(job, 0.02, latency_s=0.01, failed=True)  # a timeout, a reset
+    assert f.next(0.02) == 0.02 + 1.0  # backed off, from now

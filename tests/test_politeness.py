@@ -30,14 +30,14 @@ def test_delay_follows_latency_over_target_concurrency() -> None:
 def test_error_statuses_never_lower_the_delay() -> None:
     pace = HostPace(min_delay_s=0.0)
     pace.on_response(3.0, 200, now=0.0)
-    for status in (404, 500, 301):
+    for status in (404, 410, 301):
         pace.on_response(0.01, status, now=1.0)
         assert pace.delay_s == 3.0
     pace.on_response(5.0, 404, now=2.0)
     assert pace.delay_s == 5.0  # but they may raise it
 
 
-@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize("status", [429, 503, 500, 502, 504])
 def test_backoff_doubles_up_to_the_maximum_then_relaxes(status: int) -> None:
     pace = HostPace(min_delay_s=0.5, max_delay_s=10.0)
     delays = []

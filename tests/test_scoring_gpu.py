@@ -8,6 +8,7 @@ also runs without the simulator.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,8 @@ def test_cuda_kernel_in_simulator_equals_reference() -> None:
 def test_cuda_kernel_on_a_real_gpu() -> None:
     from crawler.scoring import select_device
 
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        pytest.skip("the CUDA simulator is on in this process: it is no device")
     if select_device("auto") != "gpu":
         pytest.skip("no CUDA device")
     result = run_checks(simulate=False)

@@ -19,7 +19,9 @@ from crawler.ssrf import (
     GuardedResolver,
     HostAllowed,
     ThreadedResolver,
+    allow_all,
     allow_hosts,
+    allow_origins,
     blocked_reason,
     canonical_host,
     check_url_host,
@@ -222,8 +224,8 @@ def test_check_url_host_allowed_hosts() -> None:
     assert check_url_host("http://2130706433/", allowed) is None
     assert check_url_host("http://[::1]:9/", allowed) is None
     assert check_url_host("http://127.0.0.2/", allowed) == "loopback"
-    assert allowed(canonical_host("EXAMPLE.com."))
-    assert check_url_host("http://10.0.0.1/", lambda host: True) is None
+    assert allowed("http", canonical_host("EXAMPLE.com."), 80)
+    assert check_url_host("http://10.0.0.1/", allow_all) is None
 
 
 def test_canonical_host() -> None:
@@ -372,3 +374,25 @@ def test_ipv6_literals_read_as_ada_writes_them(address: object) -> None:
     IPv4-mapped addresses with an IPv4 part)."""
     written = ada_url.URL(f"http://[{address}]/").hostname
     assert f"[{parse_host_as_ip(f'[{address}]')}]" == written
+
+
+def test_seed_origins_exempt_their_own_port_and_scheme_only() -> None:
+    """A seed on a private address exempts that server (scheme, host, port), not every port
+    of its host: a redirect or link to another port of 127.0.0.1 is guarded like any."""
+    allowed = allow_origins(["http://127.0.0.1:8080/start", "https://[::1]/", "http://Intra.test/"])
+    assert check_url_host("http://127.0.0.1:8080/other", allowed) is None
+    assert check_url_host("http://127.0.0.1:8081/", allowed) == "loopback"
+    assert check_url_host("https://127.0.0.1:8080/", allowed) == "loopback"
+    assert check_url_host("https://[::1]:443/x", allowed) is None
+    assert check_url_host("http://[::1]/", allowed) == "loopback"
+    assert allowed("http", canonical_host("INTRA.test."), 80)
+    assert not allowed("http", "intra.test", 8080)
+
+
+def test_resolver_exempts_a_seed_origin_not_its_other_ports() -> None:
+    allowed = allow_origins(["http://intranet.test:8080/"])
+    resolver = GuardedResolver(allowed, FixedResolver("10.0.0.1"))
+    answers = asyncio.run(resolver.resolve("intranet.test", 8080, socket.AF_INET, "http"))
+    assert [a["host"] for a in answers] == ["10.0.0.1"]
+    with pytest.raises(BlockedAddress):
+        asyncio.run(resolver.resolve("intranet.test", 9090, socket.AF_INET, "http"))
