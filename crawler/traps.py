@@ -192,8 +192,7 @@ MAX_QUERY_SHAPES = 64
 """Sets of query parameter names one path (template) may be followed with."""
 PRODUCTIVE, REPEAT = "productive", "repeat"
 _MAX_TEMPLATES = 50_000
-"""Templates whose state is kept (least recently used forgotten): a broad crawl meets many,
-a trap is among the busiest."""
+"""Templates whose state is kept (the oldest forgotten): a broad crawl meets many."""
 
 
 def url_template(url: str) -> str:
@@ -204,14 +203,14 @@ def url_template(url: str) -> str:
     >>> url_template("http://e.com/cal/2026/01?view=month&lang=en")
     'http://e.com/cal/N/N?lang&view'
     """
-    base, _, query = url.partition("?")
-    path_start = base.find("/", base.find("//") + 2)
+    path_start = url.find("/", url.find("//") + 2)
     if path_start < 0:
-        path_start = len(base)
-    shape = base[:path_start] + _NUMBERS.sub("N", base[path_start:])
-    if not query:
-        return shape
-    names = sorted({piece.partition("=")[0] for piece in query.split("&")})
+        return url
+    query_start = url.find("?", path_start)
+    if query_start < 0:
+        return url[:path_start] + _NUMBERS.sub("N", url[path_start:])
+    shape = url[:path_start] + _NUMBERS.sub("N", url[path_start:query_start])
+    names = sorted({piece.partition("=")[0] for piece in url[query_start + 1 :].split("&")})
     return shape + "?" + "&".join(names)
 
 
@@ -228,7 +227,7 @@ class TemplateBudget:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._templates: OrderedDict[str, _Template] = OrderedDict()
+        self._templates: dict[str, _Template] = {}
         self._query_shapes: OrderedDict[str, set[str]] = OrderedDict()
 
     def admit(self, url: str) -> str | None:
@@ -258,13 +257,12 @@ class TemplateBudget:
         template = url_template(url)
         if duplicate_of is not None:
             return template  # the same page reached another way: nothing to learn
-        state = self._templates.get(template)
+        templates = self._templates
+        state = templates.get(template)
         if state is None:
-            state = self._templates[template] = _Template()
-            if len(self._templates) > _MAX_TEMPLATES:
-                self._templates.popitem(last=False)
-        else:
-            self._templates.move_to_end(template)
+            if len(templates) >= _MAX_TEMPLATES:  # forget the oldest: a trap is a busy one
+                del templates[next(iter(templates))]
+            state = templates[template] = _Template()
         if not _repeats(state, url, text, simhash):
             state.productive += 1
         else:
@@ -287,8 +285,13 @@ def _repeats(state: _Template, url: str, text: str, simhash: int | None) -> bool
         return seen
     if simhash is None:
         return False
-    seen = any((simhash ^ other).bit_count() <= SIMHASH_NEAR_BITS for other in state.simhashes)
-    _remember(state.simhashes, simhash)
+    recent = state.simhashes
+    seen = False
+    for other in recent:
+        if (simhash ^ other).bit_count() <= SIMHASH_NEAR_BITS:
+            seen = True
+            break
+    _remember(recent, simhash)
     return seen
 
 

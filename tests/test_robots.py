@@ -10,11 +10,15 @@
    extraction, pattern escaping), ported as behaviour.
 3. RFC 9309 examples and the parts the reference does not cover (crawl-delay, the size cap,
    /robots.txt), and hypothesis properties.
+4. The compiled matcher: against the plain strongest-first loop (`_slow_allows`), and on
+   huge and hostile files, where the work a URL costs is counted (never timed).
 """
 
 from __future__ import annotations
 
+import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -22,12 +26,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.robots import (
+    _MAX_MATCH_STEPS,
     MAX_ROBOTS_BYTES,
     RobotsRules,
+    _compile_policy,
     _compile_rule,
     _matches_rest,
     _normalize_pattern,
+    _normalize_url_path,
     _path_and_query,
+    _Policy,
+    _slow_allows,
     is_allowed,
     product_token,
 )
@@ -865,3 +874,206 @@ def test_pathological_pattern_is_fast_enough_to_finish() -> None:
     # the test would hit pytest-timeout instead).
     robots = "User-agent: *\nDisallow: /" + "*a" * 2000 + "b\n"
     assert is_allowed(robots, "bot", "/" + "a" * 5000)
+
+
+# --- 4. The compiled matcher ------------------------------------------------------------------
+
+PATTERN_PIECES = ["a", "b", "/", "*", "$", "ab", "ba", "?", "%2A", "%24", "%2f", "é", "x="]
+PATH_PIECES = ["a", "b", "/", "*", "$", "ab", "?", "%2A", "%2a", "%24", "%2F", "%C3%A9", "x="]
+
+
+def _robots_txt(rules: list[tuple[bool, str]]) -> str:
+    lines = (f"{'Allow' if allow else 'Disallow'}: {pattern}\n" for allow, pattern in rules)
+    return "User-agent: *\n" + "".join(lines)
+
+
+def _robots(rules: list[tuple[bool, str]]) -> RobotsRules:
+    return RobotsRules.parse(_robots_txt(rules))
+
+
+def _policy(rules: list[tuple[bool, str]]) -> _Policy:
+    return _robots(rules)._policy("bot") or _Policy(rules=(), crawl_delay_s=None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    rules=st.lists(
+        st.tuples(
+            st.booleans(),
+            st.lists(st.sampled_from(PATTERN_PIECES), max_size=6).map(lambda p: "/" + "".join(p)),
+        ),
+        max_size=40,
+    ),
+    paths=st.lists(
+        st.lists(st.sampled_from(PATH_PIECES), max_size=10).map(lambda p: "/" + "".join(p)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_compiled_matcher_agrees_with_plain_loop(
+    rules: list[tuple[bool, str]], paths: list[str]
+) -> None:
+    # Ties come from allow and disallow of one pattern, and from patterns of equal length.
+    rules += [(not allow, pattern) for allow, pattern in rules[:3]]
+    policy = _policy(rules)
+    # Both layouts of the wildcard rules: one regex (these are short) and the index.
+    matchers = [_compile_policy(policy, few=1000), _compile_policy(policy, few=0)]
+    assert matchers[0].grams is None and matchers[1].wildcards is None
+    for raw in paths:
+        path = _normalize_url_path(raw)
+        expected = _slow_allows(policy, path)
+        for matcher in matchers:
+            allowed, steps = matcher.check(path)
+            assert steps <= _MAX_MATCH_STEPS  # these rule sets are far from the budget
+            assert allowed is expected, raw
+        assert _robots(rules).is_allowed("bot", "https://h" + raw) is expected
+
+
+def test_strongest_prefix_is_not_always_the_longest_head() -> None:
+    # "/x%24" (5 characters as written) outranks "/x$y" (4), though its head "/x$" is shorter.
+    robots = "User-agent: *\nDisallow: /x%24\nAllow: /x$y\nAllow: /x%24y%24\n"
+    rules = RobotsRules.parse(robots)
+    assert not rules.is_allowed("bot", "/x$yz")
+    assert not rules.is_allowed("bot", "/x%24yz")
+    assert rules.is_allowed("bot", "/x$y$z")  # "/x%24y%24" (9) outranks "/x%24"
+
+
+def test_trailing_wildcards_are_prefix_rules_with_their_own_rank() -> None:
+    # "/a/*", "/a/**" and "/a/*$" test the prefix "/a/", each with its own length.
+    assert is_allowed("User-agent: *\nDisallow: /a/*\nAllow: /a/b\n", "bot", "/a/b")  # a tie
+    assert not is_allowed("User-agent: *\nDisallow: /a/**\nAllow: /a/b\n", "bot", "/a/b")
+    robots = "User-agent: *\nDisallow: /a/**\nAllow: /a/*$\n"
+    assert is_allowed(robots, "bot", "/a/c")  # 5 characters each: allow wins the tie
+    assert is_allowed(robots, "bot", "/a")  # neither: "/a" is not under "/a/"
+
+
+# --- hostile and huge files --------------------------------------------------------------------
+
+HOSTILE_RULES = 15_000  # distinct rules in one group, within MAX_ROBOTS_BYTES
+WORD_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+STEPS_BOUND = 64  # the most steps a URL may take against the files below not crafted for it
+
+
+def _words(rng: random.Random, count: int, low: int = 5, high: int = 8) -> list[str]:
+    words: dict[str, None] = {}
+    while len(words) < count:
+        words["".join(rng.choices(WORD_ALPHABET, k=rng.randint(low, high)))] = None
+    return list(words)
+
+
+def _wild_slash(rng: random.Random, i: int, word: str, other: str) -> str:
+    return (f"/*{word}", f"/*{word}*{other[:4]}$", f"/*{word}?")[i % 3]
+
+
+def _wild_heads(rng: random.Random, i: int, word: str, other: str) -> str:
+    return f"/dir{i}/*.php" if i % 2 else f"/{word}/*{other[:4]}"
+
+
+def _plain(rng: random.Random, i: int, word: str, other: str) -> str:
+    return f"/{word}/{other[:5]}"
+
+
+def _exact(rng: random.Random, i: int, word: str, other: str) -> str:
+    return f"/{word}/{other[:5]}$"
+
+
+def _mixed(rng: random.Random, i: int, word: str, other: str) -> str:
+    return rng.choice([_wild_slash, _wild_heads, _plain, _exact])(rng, i, word, other)
+
+
+SHAPES: dict[str, Callable[[random.Random, int, str, str], str]] = {
+    "wildcards-after-slash": _wild_slash,
+    "wildcards-with-heads": _wild_heads,
+    "plain-prefixes": _plain,
+    "exact": _exact,
+    "mixed": _mixed,
+}
+
+
+def _a_match_of(pattern: str, rng: random.Random) -> str:
+    """A path that `pattern` matches: each `*` becomes random text, a final `$` goes."""
+    body = pattern.removesuffix("$")
+    return re.sub(r"\*", lambda _: "".join(rng.choices(WORD_ALPHABET, k=rng.randint(0, 5))), body)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_huge_file_answers_correctly_with_few_steps(shape: str) -> None:
+    rng = random.Random(shape)
+    words = _words(rng, 2 * HOSTILE_RULES)
+    maker = SHAPES[shape]
+    rules = [
+        (shape == "mixed" and rng.random() < 0.5, maker(rng, i, words[2 * i], words[2 * i + 1]))
+        for i in range(HOSTILE_RULES)
+    ]
+    robots = _robots_txt(rules)
+    assert len(robots.encode()) <= MAX_ROBOTS_BYTES
+    parsed = RobotsRules.parse(robots)
+    policy = parsed._policy("bot")
+    matcher = parsed._matcher("bot")
+    assert policy is not None and matcher is not None
+    assert len(policy.rules) == HOSTILE_RULES
+    hits = [(allow, _a_match_of(pattern, rng)) for allow, pattern in rng.sample(rules, 40)]
+    misses = [f"/shop/{word}/item-{rng.randint(1, 99)}.html?page=2" for word in _words(rng, 40)]
+    for expected, path in hits + [(True, path) for path in misses]:
+        allowed, steps = matcher.check(path)
+        assert steps <= STEPS_BOUND, (path, steps)
+        if shape == "mixed":  # another rule may match too: ask the plain loop
+            expected = _slow_allows(policy, path)
+        assert allowed is expected, path
+        assert parsed.is_allowed("bot", "https://example.com" + path) is allowed
+
+
+def test_deeply_nested_prefixes() -> None:
+    # Each rule a prefix of the next, alternately allowed: the longest match decides.
+    robots = "User-agent: *\n" + "".join(
+        f"{'Allow' if depth % 2 else 'Disallow'}: /{'a' * depth}\n" for depth in range(1, 900)
+    )
+    assert len(robots) <= MAX_ROBOTS_BYTES
+    rules = RobotsRules.parse(robots)
+    for depth in (1, 2, 3, 450, 451, 898, 899, 2000):
+        assert rules.is_allowed("bot", "/" + "a" * depth) is bool(min(depth, 899) % 2)
+        assert rules.is_allowed("bot", "/" + "a" * depth + "b") is bool(min(depth, 899) % 2)
+    assert rules.is_allowed("bot", "/b")
+
+
+def test_crafted_file_hits_the_budget_and_is_disallowed() -> None:
+    # Every rule's literals occur in the target path, but in the wrong order: every rule is a
+    # candidate and none matches, so the check must give up and answer conservatively.
+    rng = random.Random(7)
+    target = "/" + "".join(rng.choices(WORD_ALPHABET, k=200))
+    patterns: dict[str, None] = {}
+    while len(patterns) < HOSTILE_RULES:
+        i = rng.randrange(1, len(target) - 8)
+        j = rng.randrange(i + 4, len(target) - 3)
+        first, second = target[i : i + 4], target[j : j + 4]
+        if re.search(f"{second}.*{first}", target) is None:
+            patterns[f"/*{second}*{first}"] = None
+    robots = "User-agent: *\nAllow: /\n" + "".join(f"Disallow: {p}\n" for p in patterns)
+    assert len(robots) <= MAX_ROBOTS_BYTES
+    rules = RobotsRules.parse(robots)
+    matcher = rules._matcher("bot")
+    assert matcher is not None
+    allowed, steps = matcher.check(target)
+    assert not allowed  # the plain loop would allow it: no rule matches
+    assert _slow_allows(rules._policy("bot"), target)  # type: ignore[arg-type]
+    # It stopped at the budget: past it by at most the cost of the rule that crossed it.
+    assert _MAX_MATCH_STEPS < steps <= _MAX_MATCH_STEPS + 2
+    assert not rules.is_allowed("bot", target)
+    # Paths the crafted rules were not aimed at are still answered, cheaply.
+    allowed, steps = matcher.check("/shop/item-12.html")
+    assert allowed and steps <= STEPS_BOUND
+
+
+def test_many_segments_count_against_the_budget() -> None:
+    # A rule costs a step a segment: one that may search for more than the budget allows is
+    # not evaluated where its key ("ab") occurs in the path, and the URL is disallowed.
+    def robots(segments: int) -> str:
+        return f"User-agent: *\nDisallow: /\nAllow: /{'*a' * segments}b\n"
+
+    path = "/" + "a" * 3000 + "b"  # the allow rules below all match it
+    assert is_allowed(robots(_MAX_MATCH_STEPS), "bot", path)
+    assert not is_allowed(robots(_MAX_MATCH_STEPS + 1), "bot", path)
+    costly = RobotsRules.parse(robots(_MAX_MATCH_STEPS + 1))._matcher("bot")
+    assert costly is not None
+    assert costly.check("/b") == (False, 0)  # no "ab", no candidate: "Disallow: /" decides
+    assert costly.check(path)[1] > _MAX_MATCH_STEPS
