@@ -110,7 +110,7 @@ def _help(text: str, default: Any = None) -> str:
 @click.option("--max-url-length", type=int, help=_help("Longer URLs are skipped as traps.", 2048))
 @click.option("--template-budget", type=int, help=_help("Pages of one URL template (numbers as "
               "N) that may repeat earlier ones before links among them are not followed "
-              "(endless calendars); 0: no limit.", 16))  # fmt: skip
+              "(endless calendars); 0: no limit.", 12))  # fmt: skip
 @click.option("--query", help="Score every page against this text (BM25) and crawl "
               "best-first: links of relevant pages, and links whose anchor text has query "
               "words, go first.")  # fmt: skip

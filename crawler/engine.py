@@ -97,7 +97,8 @@ _HOP_PRIORITY = 1e9
 among that host's URLs."""
 _STOP_GRACE_S = 5.0
 """After a stop (signal, --max-time), requests still running after this are cancelled;
-their URLs stay queued in the store for the next run."""
+their URLs stay queued in the store for the next run. A ``--max-time`` stop waits a tenth of
+the budget, between 1 s and this: a 3 s budget is not stretched to 8 s by a silent server."""
 
 
 _clock_cache: list[object] = [0, ""]
@@ -220,8 +221,11 @@ class Engine:
         if self._stop_reason is None:
             self._stop_reason = reason
             self._wake.set()
+            grace_s = _STOP_GRACE_S
+            if reason == "max-time" and self.settings.max_time is not None:
+                grace_s = min(grace_s, max(1.0, self.settings.max_time / 10))  # a budget
             with contextlib.suppress(RuntimeError):  # no running loop: nothing in flight
-                asyncio.get_running_loop().call_later(_STOP_GRACE_S, self._cancel_jobs)
+                asyncio.get_running_loop().call_later(grace_s, self._cancel_jobs)
 
     def _cancel_jobs(self) -> None:
         """Cancel the jobs still running after a stop's grace period (their URLs stay
@@ -608,12 +612,14 @@ class Engine:
         return self._templates is not None and self._templates.closed(url_template(url))
 
     def _template_page(
-        self, url: str, text: str, simhash: int | None, duplicate_of: str | None
+        self, template: str, url: str, text: str, simhash: int | None, duplicate_of: str | None
     ) -> bool:
         """Record a parsed page with the template budget (``crawler.traps``); whether its
         template is closed now, so that the page's links are not followed."""
         budget = self._templates
-        if budget is None or not budget.closed(budget.page(url, text, simhash, duplicate_of)):
+        assert budget is not None
+        budget.page(template, url, text, simhash, duplicate_of)
+        if not budget.closed(template):
             return False
         self._frontier.gate = self._template_gate  # queued URLs of closed templates too
         return True
@@ -670,6 +676,8 @@ class Engine:
             result.body, result.x_robots_tag, self.settings.max_outlinks, job.depth,
             *((self._focus.terms, self._focus.ids) if self._focus is not None else ()),
         )  # fmt: skip
+        budget = self._templates
+        template = budget.parsing(job.url) if budget is not None else ""
         try:
             if (
                 self._parse_here
@@ -677,16 +685,23 @@ class Engine:
                 and len(result.body) <= _HERE_MAX_BYTES
                 and not costly(result.body)
             ):
-                page = await self._parse_in_process(parse_job)
+                page = await self._parse_in_process(parse_job, template)
+                template = ""  # judged there
             else:
                 page = await self._pool.parse(parse_job)
-        except ParseError as exc:
+        except BaseException as exc:
+            if budget is not None and template:
+                budget.abandon(template)
+            if not isinstance(exc, ParseError):
+                raise
             log.warning("cannot parse %s: %s", job.url, exc.message)
             return failure_record(job, exc.reason, fetched_at, result)
         if page.extract_error is not None:
             log.warning("extract failed on %s: %s", job.url, page.extract_error)
         duplicate_of = self._duplicate_of(job, page)
-        closed = self._template_page(job.url, page.text, page.simhash, duplicate_of)
+        closed = bool(template) and self._template_page(
+            template, job.url, page.text, page.simhash, duplicate_of
+        )
         near = None
         if duplicate_of is None and len(page.text) >= _NEAR_DUPLICATE_MIN_CHARS:
             near = self._near.first_near(page.simhash, job.url)
@@ -699,13 +714,15 @@ class Engine:
         return page_record(job, page, fetched_at, duplicate_of, score=score,
                            near_duplicate_of=near)  # fmt: skip
 
-    async def _parse_in_process(self, job: ParseJob) -> Page:
+    async def _parse_in_process(self, job: ParseJob, template: str) -> Page:
         """No parse worker is up yet (they start in the crawl's first ~0.3-0.5 s, while
         this process is mostly idle): parse the page here, all but the terms of its text,
         which need numba (a worker computes them when one is up). Its links are offered at
         once, so that their fetches and parses overlap the workers' start instead of waiting
         for it; with a query their priority is then the anchor bonus alone (the page has no
-        score yet). Same ``Page`` as a worker's parse (the tests hold them equal)."""
+        score yet). Same ``Page`` as a worker's parse (the tests hold them equal). The page
+        is judged by the template budget here, before its links go (``template``; without
+        its SimHash, which a long text then goes without)."""
         from parsers.html import new_links, parse_document, resolve_each  # no numba
 
         offered = self._offered_here if job.query_terms else None
@@ -715,7 +732,12 @@ class Engine:
             raise ParseError(job.url, f"{type(exc).__name__}: {exc}") from None
         self._parsed_here += 1
         links = page.followable if offered is None else new_links(page, job.depth + 1, offered)
-        self._follow(links, job.depth + 1, None, page.anchor_hits, self._template_closed(job.url))
+        closed = False
+        if self._templates is not None:
+            first = self._hashes.setdefault(page.content_hash, job.url)
+            duplicate_of = first if first != job.url else None
+            closed = self._template_page(template, job.url, page.text, None, duplicate_of)
+        self._follow(links, job.depth + 1, None, page.anchor_hits, closed)
         page.follow = ()  # offered: the later ``_follow`` has nothing to do
         assert self._pool is not None
         try:

@@ -67,11 +67,11 @@ class Settings:
     """Outlinks kept per page (the first in document order)."""
     max_url_length: int = 2048
     """Longer URLs are skipped as traps."""
-    template_budget: int = 16
+    template_budget: int = 12
     """Pages of one URL template (``/cal/N/N``: numbers as N) that may repeat what its pages
-    said before, beyond those that say something new, before links among its pages are no
-    longer followed (an endless calendar, a soft 404); ``0``: no limit. See
-    ``crawler.traps``."""
+    said before (and more than say something new) before the template is closed: its URLs
+    not fetched, its pages' links not followed (an endless calendar, a soft 404); ``0``: no
+    limit. See ``crawler.traps``."""
     timeout: float = 60.0
     """Seconds one whole request may take, body included."""
     connect_timeout: float = 10.0

@@ -20,8 +20,10 @@ before it reaches the frontier, and the budget of URL templates (``TemplateBudge
   a page that is not parsed (a failure, a redirect, a body that is not HTML) links nowhere,
   and an exact duplicate gives the same links as its original, which lead nowhere new but
   through a growing path (``trap_reason``'s case; ``?ref=nav`` variants of a hub page are
-  no trap, however many). A template is *closed* once its repeats exceed
-  ``budget`` plus its productive pages; from then on its URLs are not fetched and the links
+  no trap, however many). A template is *closed* once its repeats exceed both
+  ``budget`` and its productive pages (a calendar that names its month says something new
+  twelve times, and then only repeats), its pages still being parsed counted as repeats
+  once repeats are many (a fast site is fetched ahead of the parse); from then on its URLs are not fetched and the links
   of its pages not followed (skipped as ``url-template``): a trap feeds itself, directly or
   through another template (a soft 404 at ``/x/Na`` linking to ``/x/Nb`` and back). A
   template that says new things stays open whatever its size (a 10,000-page site of
@@ -218,6 +220,8 @@ def url_template(url: str) -> str:
 class _Template:
     productive: int = 0
     repeats: int = 0
+    pending: int = 0
+    """Pages being parsed (``parsing``), not judged yet."""
     simhashes: list[int] = field(default_factory=list)
     shorts: list[int] = field(default_factory=list)
 
@@ -249,30 +253,57 @@ class TemplateBudget:
         shapes.add(names)
         return None
 
-    def page(
-        self, url: str, text: str, simhash: int | None = None, duplicate_of: str | None = None
-    ) -> str:
-        """Record a parsed page of ``url``: its ``text``, its ``simhash``, the URL it is an
-        exact ``duplicate_of``, if any. Returns its template."""
+    def parsing(self, url: str) -> str:
+        """A page of ``url`` is being parsed (``page`` or ``abandon`` follows): until then it
+        counts as a repeat in a template whose repeats are already many (``closed``), so that
+        pages fetched while others are parsed do not carry a trap on. Returns the template."""
         template = url_template(url)
-        if duplicate_of is not None:
-            return template  # the same page reached another way: nothing to learn
         templates = self._templates
         state = templates.get(template)
         if state is None:
             if len(templates) >= _MAX_TEMPLATES:  # forget the oldest: a trap is a busy one
                 del templates[next(iter(templates))]
             state = templates[template] = _Template()
+        state.pending += 1
+        return template
+
+    def abandon(self, template: str) -> None:
+        """The page ``parsing`` announced was not parsed after all."""
+        state = self._templates.get(template)
+        if state is not None and state.pending:
+            state.pending -= 1
+
+    def page(
+        self,
+        template: str,
+        url: str,
+        text: str,
+        simhash: int | None = None,
+        duplicate_of: str | None = None,
+    ) -> None:
+        """Record the parsed page of ``url`` (``template``, from ``parsing``): its ``text``,
+        its ``simhash``, the URL it is an exact ``duplicate_of``, if any."""
+        state = self._templates.get(template)
+        if state is None:  # forgotten meanwhile
+            return
+        if state.pending:
+            state.pending -= 1
+        if duplicate_of is not None:
+            return  # the same page reached another way: nothing to learn
         if not _repeats(state, url, text, simhash):
             state.productive += 1
         else:
             state.repeats += 1
-        return template
 
     def closed(self, template: str) -> bool:
         """Whether the template's URLs are no longer fetched, nor its pages' links followed."""
         state = self._templates.get(template)
-        return state is not None and state.repeats > self.budget + state.productive
+        if state is None:
+            return False
+        repeats, productive = state.repeats, state.productive
+        if repeats >= productive and 2 * repeats > self.budget:  # a likely trap
+            repeats += state.pending
+        return repeats > max(self.budget, productive)
 
 
 def _repeats(state: _Template, url: str, text: str, simhash: int | None) -> bool:

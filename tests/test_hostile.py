@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import calendar as calendar_module
 import contextlib
 import gzip
 import itertools
@@ -144,7 +145,8 @@ def _calendar(request: web.Request) -> web.StreamResponse:
     nxt = (year + 1, 1) if month == 12 else (year, month + 1)
     links = anchors(f"/cal/{prev[0]}/{prev[1]:02d}", f"/cal/{nxt[0]}/{nxt[1]:02d}",
                     f"/cal/{year + 1}/{month:02d}")  # fmt: skip
-    body = f"<h1>Events {year}-{month:02d}</h1><p>No events this month.</p>{links}"
+    name = calendar_module.month_name[month]
+    body = f"<h1>Events of {name} {year}</h1><p>No events this month.</p>{links}"
     return web.Response(text=body, content_type="text/html")
 
 
@@ -364,6 +366,24 @@ def test_a_robots_txt_of_thousands_of_wildcard_rules_cannot_stall_the_crawl(db_p
     assert took < 3.0 + 5.0 + 1.0, took  # the time budget, the stop's grace, slack
     assert report.status == "finished"
     assert sum(path.startswith("/ok/") for path in site.paths()) > 0
+
+
+def test_a_sitemap_nested_millions_deep_is_cut_short(db_path: str) -> None:
+    """10 MB of nested elements in a sitemap: read up to the depth cap, the rest ignored,
+    the crawl goes on (its URLs before the nesting are followed)."""
+    deep = b"<urlset><url><loc>{origin}/listed</loc></url>" + b"<a>" * 3_300_000
+    with SiteServer() as site:
+
+        async def sitemap(request: web.Request) -> web.StreamResponse:
+            body = deep.replace(b"{origin}", site.url.encode())
+            return web.Response(body=body, content_type="application/xml")
+
+        site.routes = {"/robots.txt": NO_ROBOTS, "/sitemap.xml": sitemap,
+                       "/": html_handler("<p>root</p>")}  # fmt: skip
+        site.fallback = html_handler("<p>listed</p>")
+        report = crawl([site.url + "/"], db_path, sitemaps=True, max_time=30.0)
+    assert "/listed" in site.paths()
+    assert report.status == "finished" and report.reason == "done"
 
 
 def test_a_page_the_parser_takes_long_on_is_abandoned(db_path: str) -> None:
