@@ -52,7 +52,7 @@ URL (``tests/test_traps.py`` measures it).
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -186,7 +186,7 @@ _DIGIT_RUN = re.compile(r"[0-9]+")
 SIMHASH_NEAR_BITS = 10
 """Two texts of one template whose SimHashes differ in at most this many of 64 bits say the
 same thing (unrelated texts differ in ~32; fewer than 12 has odds of ~1e-7)."""
-RECENT_PAGES = 16
+RECENT_PAGES = 8
 """A template's page is compared with the SimHashes of its last this many pages."""
 SHORT_TEXT_CHARS = 1000
 """Shorter texts have too few shingles for SimHash: they are compared without their digits."""
@@ -222,8 +222,8 @@ class _Template:
     repeats: int = 0
     pending: int = 0
     """Pages being parsed (``parsing``), not judged yet."""
-    simhashes: list[int] = field(default_factory=list)
-    shorts: list[int] = field(default_factory=list)
+    simhashes: deque[int] = field(default_factory=lambda: deque(maxlen=RECENT_PAGES))
+    shorts: deque[int] = field(default_factory=lambda: deque(maxlen=RECENT_PAGES))
 
 
 class TemplateBudget:
@@ -312,7 +312,7 @@ def _repeats(state: _Template, url: str, text: str, simhash: int | None) -> bool
     if len(text) < SHORT_TEXT_CHARS:
         key = hash(_without_own_numbers(text, url))
         seen = key in state.shorts
-        _remember(state.shorts, key)
+        state.shorts.append(key)
         return seen
     if simhash is None:
         return False
@@ -322,7 +322,7 @@ def _repeats(state: _Template, url: str, text: str, simhash: int | None) -> bool
         if (simhash ^ other).bit_count() <= SIMHASH_NEAR_BITS:
             seen = True
             break
-    _remember(recent, simhash)
+    recent.append(simhash)
     return seen
 
 
@@ -338,9 +338,3 @@ def _without_own_numbers(text: str, url: str) -> str:
 
 def _number(digits: str) -> str:
     return digits.lstrip("0") or "0"
-
-
-def _remember(recent: list[int], value: int) -> None:
-    recent.append(value)
-    if len(recent) > RECENT_PAGES:
-        del recent[0]
