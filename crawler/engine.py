@@ -1007,8 +1007,10 @@ def split_credentials(seeds: Iterable[str]) -> tuple[list[str], dict[str, str]]:
     for seed in seeds:
         bare = strip_userinfo(seed)
         if bare != seed:
-            start = seed.find("//") + 2
-            credentials.setdefault(url_origin(bare), seed[start : seed.rfind("@", start)])
+            start = seed.find("//") + 2  # the userinfo and its "@" are what was taken out
+            credentials.setdefault(
+                url_origin(bare), seed[start : start + len(seed) - len(bare) - 1]
+            )
         plain[bare] = None
     return list(plain), credentials
 

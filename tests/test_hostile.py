@@ -617,3 +617,13 @@ def test_workers_that_keep_dying_leave_the_parsing_to_the_crawl_process(
     assert report.status == "finished" and report.pages_ok == 100
     assert rows(db_path, "SELECT count(*) FROM pages WHERE extract = '\"here\"'") == [(100,)]
     assert sum("parsing in the crawl process" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_seed_credentials_are_split_off_their_url() -> None:
+    from crawler.engine import split_credentials
+
+    seeds, credentials = split_credentials(
+        ["http://u%40x:p%3Aw@h:81/a@b?c=@", "http://h:81/other", "https://plain/"]
+    )
+    assert seeds == ["http://h:81/a@b?c=@", "http://h:81/other", "https://plain/"]
+    assert credentials == {"http://h:81": "u%40x:p%3Aw"}
