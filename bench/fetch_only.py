@@ -5,7 +5,7 @@
 N worker tasks pull URLs from a shared list over one keep-alive connection pool. Prints one
 JSON summary line: {"pages": <responses with status 200>, "errors": ..., "bytes": ...,
 "seconds": ..., "cpu_s": <this loop's CPU, imports excluded>}. ``--client crawler`` runs the
-same loop on the crawl's own client (``crawler.http``): the crawl's HTTP limit, where the
+same loop on the crawl's own client (``crawler.net.http``): the crawl's HTTP limit, where the
 default (aiohttp's client) is the benchmark's reference peer.
 """
 
@@ -47,13 +47,13 @@ async def fetch_all(urls: list[str], concurrency: int) -> dict[str, int]:
 
 
 async def fetch_all_crawler(urls: list[str], concurrency: int) -> dict[str, int]:
-    from crawler.http import HttpClient, HTTPError
+    from crawler.net.http import HttpClient, HTTPError
 
     stats = {"pages": 0, "errors": 0, "bytes": 0}
     todo = iter(urls)
     headers = {"User-Agent": "fetch-only", "Accept": "*/*"}
 
-    from crawler.ssrf import allow_all  # loopback is the point here
+    from crawler.net.guard import allow_all  # loopback is the point here
 
     async with HttpClient(
         limit=concurrency, connect_timeout=30, headers=headers, allowed=allow_all

@@ -3,7 +3,7 @@
     python bench/focus_bench.py [--pages 20000] [--batch 32] [--terms 3]
 
 A crawl scores pages a batch at a time from the counts of the query's terms in each page
-(``crawler.focus.Focus.score_now``; the parse workers count them). This times, per device
+(``crawler.relevance.focus.Focus.score_now``; the parse workers count them). This times, per device
 available here ("cpu" always; "gpu" where CUDA works):
 - start: building a ``Focus`` (on the GPU: importing numba.cuda, compiling the kernel and
   the one-document probe), in a fresh interpreter, so that nothing is loaded already;
@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 START = """
 import sys, time
 t = time.perf_counter()
-from crawler.focus import Focus
+from crawler.relevance.focus import Focus
 f = Focus("alpha beta gamma", sys.argv[1])
 print(f.device, time.perf_counter() - t)
 """
@@ -51,7 +51,7 @@ def batches(
 def per_page_us(
     device: str, work: list[list[tuple[tuple[int, ...], int]]], query: str
 ) -> tuple[float, list[float]]:
-    from crawler.focus import Focus
+    from crawler.relevance.focus import Focus
 
     focus = Focus(query, device)
     focus.score_now(work[0])  # warm: the GPU's first launch
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--terms", type=int, default=3)
     args = parser.parse_args()
-    from crawler.scoring import select_device
+    from crawler.relevance.scoring import select_device
 
     query = " ".join(["alpha", "beta", "gamma", "delta", "epsilon", "zeta"][: args.terms])
     devices = ["cpu"] + (["gpu"] if select_device("auto") == "gpu" else [])

@@ -17,7 +17,7 @@ and a typical small file (41 prefix rules, 5 wildcard rules). "old" is the match
 replaced (one regex alternation of the prefix rules, longest first, then every wildcard or
 ``$`` rule strongest first), rebuilt here from the same parsed rules and put in the rules'
 agent cache, so both columns time the same ``is_allowed`` call. "steps" is the new matcher's
-work count per URL (mean / max; ``crawler.robots._MAX_MATCH_STEPS`` is the budget). The new
+work count per URL (mean / max; ``crawler.policy.robots._MAX_MATCH_STEPS`` is the budget). The new
 answers are checked against ``_slow_allows`` (every rule, strongest first) on every URL.
 Then the parse and compile times of files filled to MAX_ROBOTS_BYTES with each shape.
 """
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from crawler.robots import (
+from crawler.policy.robots import (
     _MAX_MATCH_STEPS,
     MAX_ROBOTS_BYTES,
     RobotsRules,

@@ -31,7 +31,15 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crawler.scoring import K1, B, BM25Stats, Ranker, TokenBatch, score_batch, select_device
+from crawler.relevance.scoring import (
+    K1,
+    B,
+    BM25Stats,
+    Ranker,
+    TokenBatch,
+    score_batch,
+    select_device,
+)
 from parsers.tokens import TokenCounts, decode_counts, encode_counts, simhash64, tokenize
 
 VOCAB_SIZE = 50_000

@@ -81,13 +81,17 @@ async def calendar(request: web.Request) -> web.StreamResponse:
     year, month = (int(p) for p in request.path.split("/")[2:4])
     nxt = (year + (month == 12), month % 12 + 1)
     hrefs = (f"/cal/{nxt[0]}/{nxt[1]:02d}", f"/cal/{year + 1}/{month:02d}")
-    body = f"<h1>{calendar_module.month_name[month]} {year}</h1>" + links(*hrefs, text=("next", "next year"))
+    body = f"<h1>{calendar_module.month_name[month]} {year}</h1>" + links(
+        *hrefs, text=("next", "next year")
+    )
     return web.Response(text=body, content_type="text/html")
 
 
 async def soft404(request: web.Request) -> web.StreamResponse:
     n = random.randrange(10**9)
-    body = "<h1>Not found</h1><p>Try these:</p>" + links(f"/x/{n}a", f"/x/{n}b", text=("one", "two"))
+    body = "<h1>Not found</h1><p>Try these:</p>" + links(
+        f"/x/{n}a", f"/x/{n}b", text=("one", "two")
+    )
     return web.Response(text=body, content_type="text/html")
 
 
@@ -98,8 +102,13 @@ async def redirect_on(request: web.Request) -> web.StreamResponse:
 
 def wildcard_robots() -> str:
     rng = random.Random(5)
-    rules = [f"Disallow: /*{''.join(rng.choice('abcdefghij') for _ in range(7))}*.php$" for _ in range(15_000)]
-    return "User-agent: *\nAllow: /ok/\nAllow: /sitemap.xml$\n" + "\n".join(rules) + "\nDisallow: /\n"
+    rules = [
+        f"Disallow: /*{''.join(rng.choice('abcdefghij') for _ in range(7))}*.php$"
+        for _ in range(15_000)
+    ]
+    return (
+        "User-agent: *\nAllow: /ok/\nAllow: /sitemap.xml$\n" + "\n".join(rules) + "\nDisallow: /\n"
+    )
 
 
 def scenarios() -> dict[str, dict[str, Handler]]:
@@ -143,7 +152,9 @@ class Site:
                     handler = candidate
         if handler is None:
             if path == "/sitemap.xml" and self.name == "robots-wildcards":
-                urls = "".join(f"<url><loc>http://127.0.0.1:{self.port}/ok/{i}</loc></url>" for i in range(400))
+                urls = "".join(
+                    f"<url><loc>http://127.0.0.1:{self.port}/ok/{i}</loc></url>" for i in range(400)
+                )
                 return web.Response(text=f"<urlset>{urls}</urlset>", content_type="application/xml")
             if path == "/robots.txt":
                 return web.Response(status=404)
@@ -163,7 +174,9 @@ class Site:
         self.loop.run_forever()
 
 
-def run(name: str, routes: dict[str, Handler | None], max_time: str, delay: str) -> tuple[float, int, str, int]:
+def run(
+    name: str, routes: dict[str, Handler | None], max_time: str, delay: str
+) -> tuple[float, int, str, int]:
     site = Site(name, routes)
     threading.Thread(target=site.serve, daemon=True).start()
     site.ready.wait(10)

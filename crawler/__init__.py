@@ -68,7 +68,7 @@ async def crawl(
     ``Progress`` snapshot. Raises ``ConfigError`` for a bad seed, ``StorageError`` when the
     database cannot be written.
     """
-    from crawler.engine import Engine
+    from crawler.engine.engine import Engine
     from crawler.seeds import parse_seed
     from crawler.settings import Settings
 
@@ -94,8 +94,8 @@ def run(
 
 def rank(db: str, query: str, top: int = 10, device: str = "auto") -> list[Any]:
     """Rank the pages stored in ``db`` by BM25 relevance to ``query``: the ``top`` best
-    (``crawler.ranking.RankedPage``: url, title, score), best first. No re-parsing."""
-    from crawler.ranking import rank as rank_pages
+    (``crawler.relevance.ranking.RankedPage``: url, title, score), best first. No re-parsing."""
+    from crawler.relevance.ranking import rank as rank_pages
 
     return rank_pages(db, query, top, device)
 

@@ -1,5 +1,5 @@
 """``python -m crawler`` is the ``crawl`` command."""
 
-from crawler.entry import main
+from crawler.cli.entry import main
 
 main()

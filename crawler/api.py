@@ -24,7 +24,7 @@ from crawler.hooks import Extract, Hooks, OnPage, UrlFilter
 from crawler.settings import Settings
 
 if TYPE_CHECKING:
-    from crawler.engine import Engine
+    from crawler.engine.engine import Engine
     from crawler.report import CrawlReport, ProgressCallback
     from storage.base import PageRecord
 
@@ -188,7 +188,7 @@ class Crawler:
         await self._finish()
 
     def _start(self, seeds: Iterable[str], hooks: Hooks) -> asyncio.Task[CrawlReport]:
-        from crawler.engine import Engine
+        from crawler.engine.engine import Engine
         from crawler.seeds import parse_seed
 
         if self._task is not None and not self._task.done():

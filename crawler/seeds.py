@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable
 
 from crawler.errors import ConfigError
-from crawler.urls import normalize_url
+from crawler.policy.scope import normalize_url
 
 
 def parse_seed(text: str, where: str) -> str:

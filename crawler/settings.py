@@ -71,7 +71,7 @@ class Settings:
     """Pages of one URL template (``/cal/N/N``: numbers as N) that may repeat what its pages
     said before (and more than say something new) before the template is closed: its URLs
     not fetched, its pages' links not followed (an endless calendar, a soft 404); ``0``: no
-    limit. See ``crawler.traps``."""
+    limit. See ``crawler.policy.traps``."""
     timeout: float = 60.0
     """Seconds one whole request may take, body included."""
     connect_timeout: float = 10.0

@@ -5,7 +5,7 @@ quick way, ``parsers.kernel_cache``: without numba's compiler set-up, half the p
 A worker then starts in milliseconds instead of ~0.4 s of CPU each, and the workers share
 those pages with the fork server (copy-on-write) instead of each holding its own ~110 MB.
 The fork server never runs a ``parallel=True`` kernel or starts a thread, so forking it is
-safe for numba (see ``crawler.pool``).
+safe for numba (see ``crawler.pool.parse_pool``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import gc
 import logging
 import os
 
-# One BLAS thread (see ``crawler.entry.BLAS_THREADS``), for a fork server started by other
+# One BLAS thread (see ``crawler.cli.entry.BLAS_THREADS``), for a fork server started by other
 # code than the ``crawl`` command (which set it already): this module is imported in the
 # fork server only, before numpy unless that code's ``__main__`` imported it first.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -1,6 +1,6 @@
 """Byte tokenizer, hashed token ids, SimHash and a compact binary form of token counts.
 
-Owns the definition of a token and of its id; scoring (``crawler.scoring``) and storage only
+Owns the definition of a token and of its id; scoring (``crawler.relevance.scoring``) and storage only
 ever see the ids this module produces. Runs inside the parse workers, so it imports numpy
 and numba only.
 

@@ -169,7 +169,7 @@ def test_an_https_site_end_to_end(tmp_path: Path) -> None:
 def test_the_console_script_starts_the_fork_server_only_for_a_crawl(
     args: list[str], crawls: bool
 ) -> None:
-    from crawler.entry import crawls as starts
+    from crawler.cli.entry import crawls as starts
 
     assert starts(args) is crawls
 
@@ -232,12 +232,12 @@ def test_the_command_loads_numpy_with_one_blas_thread(preset: str | None, expect
 def test_exit_now_keeps_what_a_normal_exit_does(
     tmp_path: Path, code: str, status: int, stderr: str
 ) -> None:
-    """A finished crawl skips the interpreter's teardown (``crawler.entry.exit_now``), but not
+    """A finished crawl skips the interpreter's teardown (``crawler.cli.entry.exit_now``), but not
     what a normal exit guarantees: threads joined, atexit handlers run, buffers flushed."""
     marker = tmp_path / "thread.txt"
     program = (
         "import atexit, sys, threading, time\n"
-        "from crawler.entry import exit_now\n"
+        "from crawler.cli.entry import exit_now\n"
         "def late():\n"
         "    time.sleep(0.3)\n"
         f"    open({str(marker)!r}, 'w').write('joined')\n"
@@ -259,7 +259,7 @@ def test_exit_now_exits_normally_under_a_profiler() -> None:
     with a profiler (or a tracer, a debugger) attached the exit is the normal one."""
     program = (
         "import sys\n"
-        "from crawler.entry import exit_now\n"
+        "from crawler.cli.entry import exit_now\n"
         "sys.setprofile(lambda *args: None)\n"
         "try:\n"
         "    exit_now(4)\n"

@@ -1,4 +1,4 @@
-"""crawler.decoding: Content-Encoding chains, caps on decoded size, truncation (pure)."""
+"""crawler.net.decoding: Content-Encoding chains, caps on decoded size, truncation (pure)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import brotli
 import pytest
 import zstandard
 
-from crawler.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
+from crawler.net.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
 
 BODY = b"<html><title>x</title>" + b"hello world " * 5000
 

@@ -14,8 +14,8 @@ import pytest
 
 import crawler
 from crawler import Settings
-from crawler import engine as engine_module
-from crawler.pool import ParsePool
+from crawler.engine import engine as engine_module
+from crawler.pool.parse_pool import ParsePool
 from tests.sites import LinkGraph, SiteServer, html_handler, max_concurrency, min_start_gap
 
 FAST = {
@@ -114,7 +114,7 @@ def test_scope_include_exclude(db_path: str) -> None:
 
 
 def test_domain_scope_keeps_subdomains_only() -> None:
-    from crawler.urls import Scope
+    from crawler.policy.scope import Scope
 
     scope = Scope(["http://www.example.com/"], "domain")
     assert scope.check("http://example.com:8080/a") is None
@@ -264,7 +264,7 @@ def test_pages_parsed_before_the_workers_are_up_are_stored_as_the_workers_store_
     here, workers_only = str(tmp_path / "here.db"), str(tmp_path / "workers.db")
     with SiteServer() as server:
         LinkGraph(600, stable=True).serve(server)
-        with caplog.at_level(logging.DEBUG, logger="crawler.engine"):
+        with caplog.at_level(logging.DEBUG, logger="crawler.engine.engine"):
             assert crawler.run([server.url + "/"], settings.replace(db=here)).reason == "done"
             parsed = [r.getMessage() for r in caplog.records if "crawl process" in r.getMessage()]
             assert len(parsed) == 1 and int(parsed[0].split()[0]) >= 20, parsed

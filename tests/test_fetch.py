@@ -1,4 +1,4 @@
-"""crawler.fetch: the Fetcher against real local servers (redirects, caps, types, errors)."""
+"""crawler.net.fetch: the Fetcher against real local servers (redirects, caps, types, errors)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from aiohttp import web
 
 from crawler.errors import BadResponse, ConnectFailed, FetchError, FetchTimeout, TooLarge
-from crawler.fetch import Fetcher, open_session, sniff_html
+from crawler.net.fetch import Fetcher, open_session, sniff_html
+from crawler.net.guard import allow_all
 from crawler.settings import Settings
-from crawler.ssrf import allow_all
 from tests.sites import SiteServer, html_handler
 
 

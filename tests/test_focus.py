@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 import crawler
 from crawler import Settings
 from crawler.cli import main
-from crawler.focus import Focus
-from crawler.frontier import FetchJob, Frontier
-from crawler.neardup import MAX_DISTANCE, NearDuplicates
-from crawler.scoring import BM25Stats, TokenBatch, reference_bm25, score_batch
+from crawler.frontier.hosts import FetchJob, Frontier
+from crawler.relevance.focus import Focus
+from crawler.relevance.neardup import MAX_DISTANCE, NearDuplicates
+from crawler.relevance.scoring import BM25Stats, TokenBatch, reference_bm25, score_batch
 from parsers.tokens import (
     TokenCounts,
     encode_counts,
@@ -210,7 +210,7 @@ def test_near_duplicates_recorded_and_left_out_of_dedup_export(tmp_path) -> None
 
 
 def test_gpu_device_without_a_gpu_is_a_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from crawler.scoring import select_device
+    from crawler.relevance.scoring import select_device
 
     seeds = tmp_path / "s.txt"
     seeds.write_text("http://127.0.0.1:9/\n")
@@ -234,7 +234,7 @@ def test_gpu_device_without_a_gpu_is_a_usage_error(tmp_path) -> None:  # type: i
 def test_crawl_scores_equal_the_serial_kernel(
     batches: list[list[tuple[tuple[int, ...], int]]],
 ) -> None:
-    """The crawl scores in plain Python (``crawler.bm25``): batch after batch, with the running
+    """The crawl scores in plain Python (``crawler.relevance.bm25``): batch after batch, with the running
     statistics, the scores must be the serial CPU kernel's (the same float64 operations in the
     same order; only the idf's logarithm may differ in its last bit: numpy's ``log1p`` is
     not libm's)."""
@@ -259,14 +259,14 @@ def test_crawl_scores_equal_the_serial_kernel(
 CRAWL_ONCE = """
 import logging, sys, time
 import crawler
-from crawler.pool import ParsePool
+from crawler.pool.parse_pool import ParsePool
 if __name__ == "__main__":
     url, db, query, slow = sys.argv[1:]
     messages = []
     handler = logging.Handler()
     handler.emit = lambda record: messages.append(record.getMessage())
-    logging.getLogger("crawler.engine").addHandler(handler)
-    logging.getLogger("crawler.engine").setLevel(logging.DEBUG)
+    logging.getLogger("crawler.engine.engine").addHandler(handler)
+    logging.getLogger("crawler.engine.engine").setLevel(logging.DEBUG)
     if slow == "slow":  # the workers start late: the crawl process parses the pages itself
         spawn = ParsePool._spawn
         ParsePool._spawn = lambda pool: (time.sleep(0.5), spawn(pool))[1]
@@ -309,7 +309,7 @@ def test_a_crawl_with_a_query_on_the_cpu_loads_neither_numba_nor_numpy(  # type:
 
 
 def test_a_bad_batch_leaves_the_statistics_alone() -> None:
-    from crawler.bm25 import TermScorer
+    from crawler.relevance.bm25 import TermScorer
 
     scorer = TermScorer((1, 2))
     with pytest.raises(ValueError, match="1 term counts for a query of 2 terms"):

@@ -1,12 +1,12 @@
-"""crawler.frontier: pure scheduling, time passed in. Properties checked with hypothesis."""
+"""crawler.frontier.hosts: pure scheduling, time passed in. Properties checked with hypothesis."""
 
 from __future__ import annotations
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from crawler.frontier import EARLY_S, MAX_REFUSALS_PER_CALL, FetchJob, Frontier
-from crawler.robots import RobotsRules
+from crawler.frontier.hosts import EARLY_S, MAX_REFUSALS_PER_CALL, FetchJob, Frontier
+from crawler.policy.robots import RobotsRules
 
 
 def drain(frontier: Frontier, now: float) -> list[FetchJob]:

@@ -418,10 +418,10 @@ METADATA_URL = "http://169.254.169.254/latest/meta-data/"
 def _guard_refuses_metadata() -> None:
     """Refuse to run a crawl that could reach the metadata address if the pure guard is
     broken: this test must never be the one that connects there."""
-    from crawler.ssrf import allow_hosts, check_url_host
+    from crawler.net.guard import allow_hosts, check_url_host
 
     if check_url_host(METADATA_URL, allow_hosts(["127.0.0.1"])) is None:
-        pytest.fail("crawler.ssrf.check_url_host allows 169.254.169.254: not crawling")
+        pytest.fail("crawler.net.guard.check_url_host allows 169.254.169.254: not crawling")
 
 
 def _ssrf_redirect_crawl(db_path: str) -> tuple[SiteServer, SiteServer]:

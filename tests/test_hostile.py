@@ -32,7 +32,7 @@ from aiohttp import web
 
 import crawler
 from crawler import CrawlReport, Settings
-from crawler.traps import MAX_QUERY_SHAPES
+from crawler.policy.traps import MAX_QUERY_SHAPES
 from tests.proc import child_env
 from tests.sites import Handler, SiteServer, html_handler
 from tests.test_hardening import BASE, RawServer
@@ -620,7 +620,7 @@ def test_workers_that_keep_dying_leave_the_parsing_to_the_crawl_process(
 
 
 def test_seed_credentials_are_split_off_their_url() -> None:
-    from crawler.engine import split_credentials
+    from crawler.engine.engine import split_credentials
 
     seeds, credentials = split_credentials(
         ["http://u%40x:p%3Aw@h:81/a@b?c=@", "http://h:81/other", "https://plain/"]

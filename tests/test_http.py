@@ -1,4 +1,4 @@
-"""crawler.http: the crawl's HTTP/1.1 client against real local servers that write exact bytes
+"""crawler.net.http: the crawl's HTTP/1.1 client against real local servers that write exact bytes
 (framing, keep-alive, stale connections, limits, caps, malformed answers, TLS)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from crawler import http
 from crawler.errors import BadResponse, Blocked, ConnectFailed, TooLarge
-from crawler.fetch import Fetcher
+from crawler.net import http
+from crawler.net.fetch import Fetcher
+from crawler.net.guard import allow_all
 from crawler.settings import Settings
-from crawler.ssrf import allow_all
 from tests.sites import make_certificate, server_tls
 
 Respond = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]

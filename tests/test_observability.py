@@ -124,7 +124,9 @@ def test_verbose_logs_every_request_but_no_library_internals(tmp_path: Path) -> 
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     entries = [json.loads(line) for line in log.read_text().splitlines()]
-    requests = [e for e in entries if e["logger"] == "crawler.engine" and e["msg"][:3].isdigit()]
+    requests = [
+        e for e in entries if e["logger"] == "crawler.engine.engine" and e["msg"][:3].isdigit()
+    ]
     with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         pages = connection.execute("SELECT count(*) FROM pages WHERE status > 0").fetchone()[0]
     assert len(requests) == pages >= len(graph.expected_paths() - {"/"})
@@ -136,7 +138,7 @@ def test_verbose_logs_every_request_but_no_library_internals(tmp_path: Path) -> 
 def test_library_info_lines_stay_out_of_the_log() -> None:
     """numba.cuda logs a line at INFO for every device buffer it frees: dozens a batch when a
     crawl scores on a GPU. The crawl's INFO log keeps its own lines, not those."""
-    from crawler.logs import setup_logging
+    from crawler.cli.logs import setup_logging
 
     root, names = logging.getLogger(), ("numba", "asyncio", "crawler")
     saved = root.handlers[:], root.level, [logging.getLogger(n).level for n in names]
@@ -144,7 +146,7 @@ def test_library_info_lines_stay_out_of_the_log() -> None:
         setup_logging(quiet=False, verbose=True)
         assert not logging.getLogger("numba.cuda.cudadrv.driver").isEnabledFor(logging.INFO)
         assert logging.getLogger("numba.cuda.cudadrv.driver").isEnabledFor(logging.WARNING)
-        assert logging.getLogger("crawler.engine").isEnabledFor(logging.DEBUG)
+        assert logging.getLogger("crawler.engine.engine").isEnabledFor(logging.DEBUG)
     finally:
         root.handlers[:], root.level = saved[0], saved[1]
         for name, level in zip(names, saved[2], strict=True):

@@ -1,4 +1,4 @@
-"""crawler.politeness: adaptive per-host delay (pure; time passed in)."""
+"""crawler.frontier.pace: adaptive per-host delay (pure; time passed in)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.politeness import HostPace
+from crawler.frontier.pace import HostPace
 
 
 def test_starts_at_the_minimum() -> None:

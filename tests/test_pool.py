@@ -1,4 +1,4 @@
-"""crawler.pool: real worker processes (forked by the fork server), batching, failures, restart."""
+"""crawler.pool.parse_pool: real worker processes (forked by the fork server), batching, failures, restart."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from crawler.errors import ParseError
-from crawler.pool import ParsePool
+from crawler.pool.parse_pool import ParsePool
 from parsers.page import ParseJob
 from tests.sites import SiteServer, html_handler
 
@@ -285,7 +285,7 @@ def test_fork_server_preload_is_extended_not_replaced(monkeypatch: pytest.Monkey
     """An application's own fork-server preloads stay; ours is added once."""
     from multiprocessing import forkserver
 
-    from crawler.forkserver import context
+    from crawler.pool.forkserver import context
 
     monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "app.models"])
     context()
@@ -300,7 +300,7 @@ def test_the_crawl_command_leaves_its_script_out_of_the_preload(
     ``__main__`` (importing it there only delays the preload), other preloads stay."""
     from multiprocessing import forkserver
 
-    from crawler.forkserver import context
+    from crawler.pool.forkserver import context
 
     monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "app.models"])
     context(main=False)
@@ -358,7 +358,7 @@ def test_the_crawl_commands_fork_server_is_a_fork_of_it_and_leaves_with_it(tmp_p
 _TRACKER_BY_FORK = """
 import os, sys
 from multiprocessing import resource_tracker, shared_memory
-from crawler.forkserver import _tracker_by_fork
+from crawler.pool.forkserver import _tracker_by_fork
 assert _tracker_by_fork()
 tracker = resource_tracker._resource_tracker
 fd, pid = tracker._fd, tracker._pid
@@ -400,7 +400,7 @@ def test_no_fork_start_beside_other_threads(monkeypatch: pytest.MonkeyPatch) -> 
     fork start declines, and the usual start is used."""
     from multiprocessing import forkserver
 
-    from crawler.forkserver import _fork_server_by_fork
+    from crawler.pool.forkserver import _fork_server_by_fork
 
     monkeypatch.setattr(forkserver._forkserver, "_forkserver_pid", None)
     stop = threading.Event()
@@ -421,7 +421,7 @@ def test_a_worker_says_when_it_is_ready(caplog: pytest.LogCaptureFixture) -> Non
         async with ParsePool(1) as pool:
             await _until_live(pool, 1)
 
-    with caplog.at_level(logging.DEBUG, logger="crawler.pool"):
+    with caplog.at_level(logging.DEBUG, logger="crawler.pool.parse_pool"):
         asyncio.run(go())
     ready = [r.getMessage() for r in caplog.records if "ready" in r.getMessage()]
     assert len(ready) == 1 and "s after the pool opened; queued requests: 0" in ready[0]
@@ -479,7 +479,7 @@ def test_replies_are_read_whatever_the_pipe_cuts_them_into(
     import pickle
     import random
 
-    from crawler import pool as pool_module
+    from crawler.pool import parse_pool as pool_module
 
     monkeypatch.setattr(pool_module, "_KEEP_BYTES", 2 << 20)
 

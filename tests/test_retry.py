@@ -1,4 +1,4 @@
-"""crawler.retry: the pure retry decision and Retry-After parsing."""
+"""crawler.policy.retry: the pure retry decision and Retry-After parsing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.retry import Outcome, RetryPolicy, backoff_s, classify, parse_retry_after
+from crawler.policy.retry import Outcome, RetryPolicy, backoff_s, classify, parse_retry_after
 
 POLICY = RetryPolicy()
 

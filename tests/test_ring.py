@@ -11,7 +11,7 @@ from multiprocessing.connection import Pipe
 
 import pytest
 
-from crawler.pool import ParsePool
+from crawler.pool.parse_pool import ParsePool
 from parsers import wire
 from parsers.html import parse_page
 from parsers.page import Page, ParseJob

@@ -1,4 +1,4 @@
-"""Tests for crawler.robots.
+"""Tests for crawler.policy.robots.
 
 1. Every EXPECT_TRUE / EXPECT_FALSE of Google's reference parser's robots_test.cc
    (github.com/google/robotstxt at c8ac4b1), ported one case each, with the reference's
@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.robots import (
+from crawler.policy.robots import (
     _MAX_MATCH_STEPS,
     MAX_ROBOTS_BYTES,
     RobotsRules,
@@ -62,7 +62,7 @@ class Case:
 
 
 # Where RFC 9309 §2.2.2 says more than the reference and the reference's tests pin the
-# opposite, we follow the tests (see crawler.robots): these cases are marked with this note.
+# opposite, we follow the tests (see crawler.policy.robots): these cases are marked with this note.
 RFC_SAYS_OTHERWISE = (
     "RFC 9309 §2.2.2 would encode the URL's non-ASCII octets and decode %-encoded unreserved "
     "characters (as crawler-commons does); the reference does neither, and neither do we."

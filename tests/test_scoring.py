@@ -1,4 +1,4 @@
-"""crawler.scoring on the CPU: kernel vs the Python reference, statistics, ranking, devices."""
+"""crawler.relevance.scoring on the CPU: kernel vs the Python reference, statistics, ranking, devices."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.errors import ConfigError
-from crawler.scoring import (
+from crawler.relevance.scoring import (
     K1,
     B,
     BM25Stats,
@@ -256,7 +256,7 @@ def test_gpu_request_without_cuda_raises_a_clear_error() -> None:
 def test_cpu_path_never_imports_numba_cuda() -> None:
     script = (
         "import sys, numpy as np\n"
-        "from crawler.scoring import BM25Stats, Ranker, TokenBatch, score_batch\n"
+        "from crawler.relevance.scoring import BM25Stats, Ranker, TokenBatch, score_batch\n"
         "from parsers.tokens import tokenize, query_ids\n"
         "b = TokenBatch.from_counts([tokenize('a b c'), tokenize('b c d')])\n"
         "s = BM25Stats(query_ids('b')); s.observe(b)\n"
@@ -284,7 +284,7 @@ def test_auto_device_check_runs_no_program_on_linux(
     device or ``libcuda`` in the loader's directories."""
     import ctypes.util
 
-    from crawler import bm25
+    from crawler.relevance import bm25
 
     if not sys.platform.startswith("linux"):
         pytest.skip("the Linux look")

@@ -1,4 +1,4 @@
-"""crawler.scoring's CUDA kernel equals the Python reference, run in numba's CUDA simulator.
+"""crawler.relevance.scoring's CUDA kernel equals the Python reference, run in numba's CUDA simulator.
 
 NUMBA_ENABLE_CUDASIM must be set before numba is first imported, and this test process has
 already imported it, so the checks run in a child interpreter with the variable set (and with
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 CHECKS = """
 import numpy as np
-from crawler.scoring import BM25Stats, Ranker, TokenBatch, reference_bm25, score_batch, select_device
+from crawler.relevance.scoring import BM25Stats, Ranker, TokenBatch, reference_bm25, score_batch, select_device
 from parsers.tokens import TokenCounts, query_ids, tokenize
 
 assert select_device("gpu") == "gpu"
@@ -59,7 +59,7 @@ for q in (query, query_ids("t5"), query_ids("absent"), query[:0]):
 empty = TokenBatch.from_counts([])
 assert score_batch(empty, stats, query, "gpu").size == 0
 assert Ranker(empty, device="gpu").rank(query)[0].size == 0
-from crawler.focus import Focus
+from crawler.relevance.focus import Focus
 
 on_gpu, on_cpu = Focus("t0 t3 t17 absent", "gpu"), Focus("t0 t3 t17 absent", "cpu")
 assert (on_gpu.device, on_cpu.device) == ("gpu", "cpu")
@@ -93,7 +93,7 @@ def test_cuda_kernel_in_simulator_equals_reference() -> None:
 
 
 def test_cuda_kernel_on_a_real_gpu() -> None:
-    from crawler.scoring import select_device
+    from crawler.relevance.scoring import select_device
 
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         pytest.skip("the CUDA simulator is on in this process: it is no device")
@@ -106,7 +106,7 @@ def test_cuda_kernel_on_a_real_gpu() -> None:
 
 BROKEN = """
 import logging, sys
-import crawler.scoring as scoring
+import crawler.relevance.scoring as scoring
 
 logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s")
 
@@ -140,7 +140,7 @@ def test_a_device_that_cannot_run_the_kernel_is_not_chosen() -> None:
 MID_CRAWL = """
 import logging, sys
 import numpy as np
-from crawler.focus import Focus
+from crawler.relevance.focus import Focus
 
 logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(levelname)s %(message)s")
 rng = np.random.default_rng(5)

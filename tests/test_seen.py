@@ -1,4 +1,4 @@
-"""crawler.seen: the compact set of 64-bit URL hashes (pure)."""
+"""crawler.frontier.seen: the compact set of 64-bit URL hashes (pure)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler import seen
-from crawler.seen import SeenSet
+from crawler.frontier import seen
+from crawler.frontier.seen import SeenSet
 
 KEYS = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 

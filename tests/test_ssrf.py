@@ -1,4 +1,4 @@
-"""crawler.ssrf: address classification, IP-literal parsing, and the resolver in a real session."""
+"""crawler.net.guard: address classification, IP-literal parsing, and the resolver in a real session."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.http import ConnectError, HttpClient
-from crawler.ssrf import (
+from crawler.net.guard import (
     BlockedAddress,
     GuardedResolver,
     HostAllowed,
@@ -28,6 +27,7 @@ from crawler.ssrf import (
     classify_address,
     parse_host_as_ip,
 )
+from crawler.net.http import ConnectError, HttpClient
 from tests.sites import SiteServer, html_handler
 
 # -- classify_address -------------------------------------------------------------------------
@@ -328,7 +328,7 @@ def server() -> Iterator[SiteServer]:
 
 
 async def _get(url: str, allowed: HostAllowed) -> int:
-    """One GET with the crawl's own client (``crawler.http``), guarded by ``allowed``."""
+    """One GET with the crawl's own client (``crawler.net.http``), guarded by ``allowed``."""
     async with HttpClient(limit=1, connect_timeout=5, headers={}, allowed=allowed) as client:
         response = await client.get(url, cap=1 << 20)
         try:

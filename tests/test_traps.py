@@ -1,4 +1,4 @@
-"""crawler.traps: session-id stripping and trap detection (pure string functions).
+"""crawler.policy.traps: session-id stripping and trap detection (pure string functions).
 
 Speed, measured with ``timeit`` on the development machine (Python 3.11, one core, shared
 and noisy): ``strip_session_ids`` ~0.08 µs/URL without a query or ``;`` (most URLs), ~2 µs
@@ -15,7 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.traps import TemplateBudget, TrapLimits, strip_session_ids, trap_reason, url_template
+from crawler.policy.traps import (
+    TemplateBudget,
+    TrapLimits,
+    strip_session_ids,
+    trap_reason,
+    url_template,
+)
 from parsers.links import normalize_url
 
 

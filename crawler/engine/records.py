@@ -5,8 +5,8 @@ Owns: the mapping of fetch results, parsed pages and failures to ``PageRecord`` 
 
 from __future__ import annotations
 
-from crawler.fetch import FetchResult
-from crawler.frontier import FetchJob
+from crawler.frontier.hosts import FetchJob
+from crawler.net.fetch import FetchResult
 from parsers.page import Page, content_hash
 from storage.base import PageRecord
 

@@ -37,7 +37,7 @@ GC_THRESHOLD = (50_000, 20, 10)
 from the command's start: importing the crawler and aiohttp allocates ~100,000 objects and
 frees few, so the default collects ~150 times, and ever larger generations, for nothing:
 0.305 -> 0.258 s of CPU for aiohttp's import alone (median of 12). A crawl keeps them
-(``crawler.runner.tune_gc``)."""
+(``crawler.cli.runner.tune_gc``)."""
 
 
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
@@ -56,7 +56,7 @@ def main() -> None:
 
         cli()
         return
-    from crawler.forkserver import prestart
+    from crawler.pool.forkserver import prestart
 
     # The console script is nothing the workers need: importing it in the fork server (the
     # crawler package with it) would only delay the preload the first page waits for. This

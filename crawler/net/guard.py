@@ -4,7 +4,7 @@ Owns: the decision "may the crawler open a TCP connection to this IP address?" a
 enforcement points.
 
 1. ``GuardedResolver``, a resolver (aiohttp's interface) around the system's ``getaddrinfo``.
-   Every host *name* the crawl's HTTP client (``crawler.http``) connects to goes through it;
+   Every host *name* the crawl's HTTP client (``crawler.net.http``) connects to goes through it;
    it drops the addresses ``classify_address`` flags and raises ``BlockedAddress`` when none
    remain. The client connects to exactly the addresses the resolver returned (and its DNS
    cache holds only what the resolver returned), so the check and the connection use the
@@ -413,7 +413,7 @@ class GuardedResolver:
     Wraps ``inner`` (``ThreadedResolver`` when not given; any object with aiohttp's resolver
     interface fits). Origins for which ``allowed(scheme, canonical_host(host), port)`` is true
     are resolved unfiltered (``scheme``: the request's, ``""`` when the caller has none). Mixed answers keep only their public addresses; an answer with none left raises
-    ``BlockedAddress``. ``crawler.http.HttpClient`` makes one from its ``allowed``.
+    ``BlockedAddress``. ``crawler.net.http.HttpClient`` makes one from its ``allowed``.
     """
 
     def __init__(self, allowed: HostAllowed, inner: Resolver | None = None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from crawler.report import CrawlReport, Progress
 
-log = logging.getLogger("crawler.progress")
+log = logging.getLogger("crawler.cli.progress")
 
 LOG_INTERVAL_S = 10.0
 

@@ -147,7 +147,7 @@ def crawl_command(seeds: Path, config_file: Path | None, **flags: Any) -> None:
     except ConfigError as exc:
         _fail(EXIT_USAGE, str(exc))
     _setup_logging(settings)
-    from crawler.forkserver import prestart
+    from crawler.pool.forkserver import prestart
 
     prestart()  # the parse workers' fork server preloads while this process imports the rest
     if settings.every is None:
@@ -161,7 +161,7 @@ def _run_every(seeds: Path, seed_urls: list[str], settings: Settings) -> int:
     good seeds."""
     import time
 
-    from crawler.runner import wait_or_signal
+    from crawler.cli.runner import wait_or_signal
     from crawler.seeds import read_seeds
 
     assert settings.every is not None
@@ -210,7 +210,7 @@ def _fail(code: int, message: str) -> None:
 
 
 def _setup_logging(settings: Settings) -> None:
-    from crawler.logs import setup_logging
+    from crawler.cli.logs import setup_logging
 
     try:
         setup_logging(
@@ -224,9 +224,9 @@ def _setup_logging(settings: Settings) -> None:
 
 
 def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
+    from crawler.cli.progress import ProgressView
+    from crawler.cli.runner import run_with_signals
     from crawler.lock import DatabaseLocked
-    from crawler.progress import ProgressView
-    from crawler.runner import run_with_signals
 
     view = ProgressView(enabled=settings.progress and not settings.quiet)
     try:
@@ -334,7 +334,7 @@ def rank_command(db: str, queries: tuple[str, ...], top: int, device: str) -> No
     if top < 0:
         _fail(EXIT_USAGE, f"--top must be ≥ 0, got {top}")
     try:
-        from crawler.ranking import CorpusIndex
+        from crawler.relevance.ranking import CorpusIndex
 
         index = CorpusIndex(str(db), device)
     except (StoreError, ConfigError) as exc:

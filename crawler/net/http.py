@@ -5,7 +5,7 @@ Owns: connections (one pool per crawl: at most ``limit`` open, idle ones reused 
 least recently used closed first, none reused after ``KEEPALIVE_S`` idle), name resolution
 (through ``GuardedResolver``, answers cached ``DNS_TTL_S``), TLS (verified against the
 system's CAs, SNI), request bytes and response framing (Content-Length, chunked, or until
-the connection closes). The Fetcher (``crawler.fetch``) does the rest: redirects, deadlines,
+the connection closes). The Fetcher (``crawler.net.fetch``) does the rest: redirects, deadlines,
 decoding, types, error mapping.
 
 Why not aiohttp's client: in a fetch-only loop over the benchmark site it costs 110-170 us of
@@ -38,7 +38,7 @@ from urllib.parse import unquote
 import aiohappyeyeballs
 import httptools
 
-from crawler.ssrf import GuardedResolver, HostAllowed, Resolver
+from crawler.net.guard import GuardedResolver, HostAllowed, Resolver
 
 KEEPALIVE_S = 15.0
 """An idle connection older than this is closed instead of reused (aiohttp's default)."""

@@ -1,6 +1,6 @@
 """BM25 of pages from their query terms' counts, in plain Python: the crawl's running scores.
 
-Owns: the BM25 constants (shared with the kernels of ``crawler.scoring``), the cheap look
+Owns: the BM25 constants (shared with the kernels of ``crawler.relevance.scoring``), the cheap look
 for a CUDA driver, and ``TermScorer``: a crawl's corpus statistics (N, total length, each
 query term's document frequency) and the scores of batches of pages given as (query-term
 counts, length).

@@ -3,7 +3,7 @@
 Owns: URL deduplication, per-host queues (breadth-first within a host, or best-first by a
 priority when the crawl has a query: highest first, FIFO among equals), per-host
 politeness (at most ``per_host`` requests in flight; request starts spaced by a delay that
-adapts to the server, ``crawler.politeness.HostPace``; ``Retry-After`` pauses), retries
+adapts to the server, ``crawler.frontier.pace.HostPace``; ``Retry-After`` pauses), retries
 (re-queued at the head of their host's queue, not before their backoff), the robots.txt gate
 (a host's robots.txt is fetched before anything else on it) and the per-host page budget.
 
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple, Protocol
 
-from crawler.politeness import HostPace, distress
-from crawler.seen import SeenSet
-from crawler.urls import url_origin
+from crawler.frontier.pace import HostPace, distress
+from crawler.frontier.seen import SeenSet
+from crawler.policy.scope import url_origin
 
 PAGE, ROBOTS, SITEMAP = "page", "robots", "sitemap"
 
@@ -72,7 +72,7 @@ class Known(NamedTuple):
 
 
 class Rules(Protocol):
-    """What the frontier needs of robots.txt rules (``crawler.robots.RobotsRules``)."""
+    """What the frontier needs of robots.txt rules (``crawler.policy.robots.RobotsRules``)."""
 
     def is_allowed(self, user_agent: str, url: str) -> bool: ...
 

@@ -1,7 +1,7 @@
 """Ranking stored pages against a query, without re-parsing: BM25 over stored token counts.
 
 Owns: loading a database's token blobs into one corpus (``TokenBatch``) and ranking it with
-``crawler.scoring.Ranker`` (the fused CPU kernel, or the CUDA one, where the corpus stays on
+``crawler.relevance.scoring.Ranker`` (the fused CPU kernel, or the CUDA one, where the corpus stays on
 the device across queries). Duplicates (``duplicate_of``) carry no tokens and never rank.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crawler.scoring import Ranker, TokenBatch
+from crawler.relevance.scoring import Ranker, TokenBatch
 from parsers.tokens import decode_counts, query_ids
 from storage.export import read_tokens
 

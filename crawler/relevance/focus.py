@@ -8,7 +8,7 @@ worker) and its length; ``await focus.score(tokens)`` does the same from an enco
 blob. A page is scored after the statistics count it.
 
 On the CPU the arithmetic left per page (a multiply-add per query word) is done in plain
-Python (``crawler.bm25``), each page at once: the crawl process never loads numba or numpy
+Python (``crawler.relevance.bm25``), each page at once: the crawl process never loads numba or numpy
 for it, and a batch would cost what its pages cost apart, plus a timer and a wait for each
 (~9 us of the event loop a page). On a GPU (``device`` "gpu", or "auto" where CUDA works)
 pages arriving together (within ``wait_s``) are scored together by the CUDA kernel; should the
@@ -26,21 +26,21 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from crawler.bm25 import TermScorer, driver_present
+from crawler.relevance.bm25 import TermScorer, driver_present
 from parsers.terms import query_token_ids
 
 if TYPE_CHECKING:
-    from crawler.scoring import BM25Stats, QueryScorer, TokenBatch
+    from crawler.relevance.scoring import BM25Stats, QueryScorer, TokenBatch
 
 log = logging.getLogger(__name__)
 
 
 def resolve_device(requested: str) -> str:
     """Resolve ``requested`` to "cpu" or "gpu" without importing numba where no CUDA device
-    exists (``crawler.scoring.select_device`` decides, and raises, otherwise)."""
+    exists (``crawler.relevance.scoring.select_device`` decides, and raises, otherwise)."""
     if requested == "cpu" or (requested == "auto" and not driver_present()):
         return "cpu"
-    from crawler.scoring import select_device
+    from crawler.relevance.scoring import select_device
 
     return select_device(requested)
 
@@ -126,7 +126,7 @@ class _GpuScorer:
     def __init__(self, ids: tuple[int, ...]) -> None:
         import numpy as np
 
-        from crawler.scoring import BM25Stats, QueryScorer
+        from crawler.relevance.scoring import BM25Stats, QueryScorer
 
         self.ids = ids
         self.stats: BM25Stats = BM25Stats(np.array(ids, dtype=np.uint32))
@@ -158,7 +158,7 @@ class _GpuScorer:
     def _batch(self, docs: Sequence[tuple[Sequence[int], int]]) -> TokenBatch:
         import numpy as np
 
-        from crawler.scoring import TokenBatch
+        from crawler.relevance.scoring import TokenBatch
 
         ids: list[int] = []
         counts: list[int] = []

@@ -2,7 +2,7 @@
 
 Owns how a batch of tokenized documents (``parsers.tokens.TokenCounts``) is scored against a
 query (``BM25Stats`` + ``score_batch``; a crawl on a GPU) and how a stored corpus is re-ranked
-(``Ranker``). A crawl on the CPU scores with ``crawler.bm25`` instead (the same formula in plain
+(``Ranker``). A crawl on the CPU scores with ``crawler.relevance.bm25`` instead (the same formula in plain
 Python, equal to ``_bm25_serial``), so that it never loads numba. Pure: no IO, no clock, no
 global state beyond numba's compiled kernels.
 
@@ -37,9 +37,9 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit, prange
 
-from crawler import bm25
-from crawler.bm25 import DEVICES, K1, B, driver_present
 from crawler.errors import ConfigError
+from crawler.relevance import bm25
+from crawler.relevance.bm25 import DEVICES, K1, B, driver_present
 from parsers.tokens import TokenCounts
 
 log = logging.getLogger(__name__)
@@ -240,7 +240,7 @@ def _bm25_cpu(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
 @njit(cache=True)
 def _bm25_serial(ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl):
     """The same loop on the calling thread, for small batches where a parallel launch costs
-    more than it saves (``score_batch(..., parallel=False)``; ``crawler.bm25`` equals it)."""
+    more than it saves (``score_batch(..., parallel=False)``; ``crawler.relevance.bm25`` equals it)."""
     out = np.empty(lengths.size, dtype=np.float64)
     for d in range(lengths.size):
         out[d] = _doc_score_cpu(d, ids, counts, offsets, lengths, q, idf, qfilter, k1, b, avgdl)
@@ -301,7 +301,7 @@ def _cuda_problem() -> str | None:
 def select_device(requested: str = "auto") -> str:
     """Resolve "auto" | "cpu" | "gpu" to "cpu" or "gpu".
 
-    "cpu" never imports numba.cuda; "auto" imports it only where ``crawler.bm25.driver_present``
+    "cpu" never imports numba.cuda; "auto" imports it only where ``crawler.relevance.bm25.driver_present``
     finds a CUDA device node or driver library, and falls back to the CPU, with a warning, where
     the kernel cannot run on the device; "gpu" where it cannot raises ``GPUUnavailableError``
     saying why (one line).

@@ -15,8 +15,8 @@ import signal
 import time
 
 from crawler import run_coroutine
-from crawler.engine import Engine
-from crawler.entry import GC_THRESHOLD
+from crawler.cli.entry import GC_THRESHOLD
+from crawler.engine.engine import Engine
 from crawler.errors import ConfigError
 from crawler.report import CrawlReport, ProgressCallback
 from crawler.settings import Settings
@@ -67,7 +67,7 @@ def run_with_signals(
         loop = asyncio.get_running_loop()
         exporter = None
         if settings.metrics_port is not None:
-            from crawler.metrics import serve_metrics
+            from crawler.cli.metrics import serve_metrics
 
             try:
                 exporter, _ = serve_metrics(engine, settings.metrics_port, settings.metrics_host)

@@ -1,4 +1,4 @@
-"""Fetcher: the only place that makes requests (``crawler.http``). One ``HttpClient`` per crawl.
+"""Fetcher: the only place that makes requests (``crawler.net.http``). One ``HttpClient`` per crawl.
 
 Owns: request headers, the fetch's deadline, body size caps (on the bytes received, and on
 the decompressed bytes while decoding), redirects (followed here, hop by hop, each hop vetted
@@ -25,8 +25,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from crawler import http
-from crawler.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
 from crawler.errors import (
     BadResponse,
     Blocked,
@@ -36,9 +34,11 @@ from crawler.errors import (
     FetchTimeout,
     TooLarge,
 )
+from crawler.net import http
+from crawler.net.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
+from crawler.net.guard import HostAllowed, blocked_reason
+from crawler.policy.scope import resolve_url, strip_userinfo
 from crawler.settings import Settings
-from crawler.ssrf import HostAllowed, blocked_reason
-from crawler.urls import resolve_url, strip_userinfo
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from crawler.errors import ParseTimeout
-from crawler.frontier import SITEMAP, FetchJob
-from crawler.robots import MAX_ROBOTS_BYTES, RobotsRules
-from crawler.traps import trap_reason
-from crawler.urls import resolve_url
+from crawler.frontier.hosts import SITEMAP, FetchJob
+from crawler.policy.robots import MAX_ROBOTS_BYTES, RobotsRules
+from crawler.policy.scope import resolve_url
+from crawler.policy.traps import trap_reason
 from parsers.sitemap import parse_sitemap
 from storage.base import RobotsRecord
 
 if TYPE_CHECKING:
-    from crawler.engine import Engine
+    from crawler.engine.engine import Engine
 
 log = logging.getLogger(__name__)
 

@@ -32,29 +32,29 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from crawler.api import CrawledPage
-from crawler.discovery import Discovery
+from crawler.engine.discovery import Discovery
+from crawler.engine.records import failure_record, page_record, plain_record, unchanged_record
 from crawler.errors import CrawlerError, FetchError, ParseError, StorageError
-from crawler.fetch import Fetcher, FetchResult, RedirectCheck, open_session
-from crawler.forkserver import main_importable, main_needed, prestart, unguarded_line
-from crawler.frontier import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
+from crawler.frontier.hosts import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier, Known
 from crawler.hooks import Hooks
 from crawler.lock import RunLock
-from crawler.neardup import NearDuplicates
-from crawler.pool import ParsePool, costly
-from crawler.records import failure_record, page_record, plain_record, unchanged_record
-from crawler.recrawl import CHANGED, FAILED, FIRST, UNCHANGED, next_interval
-from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
-from crawler.retry import RetryPolicy, classify, parse_retry_after
-from crawler.settings import Settings
-from crawler.ssrf import HostAllowed, allow_all, allow_origins, check_url_host
-from crawler.traps import (
+from crawler.net.fetch import Fetcher, FetchResult, RedirectCheck, open_session
+from crawler.net.guard import HostAllowed, allow_all, allow_origins, check_url_host
+from crawler.policy.recrawl import CHANGED, FAILED, FIRST, UNCHANGED, next_interval
+from crawler.policy.retry import RetryPolicy, classify, parse_retry_after
+from crawler.policy.scope import Scope, normalize_url, strip_userinfo, url_origin
+from crawler.policy.traps import (
     TemplateBudget,
     TrapLimits,
     strip_session_ids,
     trap_reason,
     url_template,
 )
-from crawler.urls import Scope, normalize_url, strip_userinfo, url_origin
+from crawler.pool.forkserver import main_importable, main_needed, prestart, unguarded_line
+from crawler.pool.parse_pool import ParsePool, costly
+from crawler.relevance.neardup import NearDuplicates
+from crawler.report import CrawlReport, Progress, ProgressCallback, RunCounters
+from crawler.settings import Settings
 from parsers.page import Page, ParseJob, same_content
 from parsers.worker import text_terms
 from storage.base import (
@@ -69,7 +69,7 @@ from storage.base import (
 from storage.factory import is_postgres, make_store, redact_dsn
 
 if TYPE_CHECKING:
-    from crawler.focus import Focus
+    from crawler.relevance.focus import Focus
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class Engine:
         self._near = NearDuplicates()
         self._focus: Focus | None = None
         if settings.query:
-            from crawler.focus import Focus
+            from crawler.relevance.focus import Focus
 
             self._focus = Focus(settings.query, settings.device)
         self._ssrf_memo: dict[str, str | None] = {}
@@ -614,7 +614,7 @@ class Engine:
     def _template_page(
         self, template: str, url: str, text: str, simhash: int | None, duplicate_of: str | None
     ) -> bool:
-        """Record a parsed page with the template budget (``crawler.traps``); whether its
+        """Record a parsed page with the template budget (``crawler.policy.traps``); whether its
         template is closed now, so that the page's links are not followed."""
         budget = self._templates
         assert budget is not None
@@ -858,7 +858,7 @@ class Engine:
         self._skips.append(SkipRecord(url, reason, depth, utc_now()))
 
     def _pace_hop(self, target: str, limit_s: float, depth: int) -> float | None:
-        """``crawler.fetch.HopPacer``: a hop keeps its host's pace; one that could not be
+        """``crawler.net.fetch.HopPacer``: a hop keeps its host's pace; one that could not be
         sent before its fetch's deadline is queued instead (then ``None``)."""
         now = time.monotonic()
         wait_s = self._frontier.hop(target, now, limit_s)

@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 if TYPE_CHECKING:
-    from crawler.engine import Engine
+    from crawler.engine.engine import Engine
 
 
 class EngineCollector(Collector):

@@ -54,8 +54,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseError, ParseTimeout
-from crawler.forkserver import context as _context
-from crawler.forkserver import without_main
+from crawler.pool.forkserver import context as _context
+from crawler.pool.forkserver import without_main
 from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
 from parsers.ring import HEADER_BYTES as RING_HEADER_BYTES

@@ -1,0 +1,1 @@
+"""The frontier: which URL to fetch next and when (sans-IO), its seen-set and per-host pace."""
