@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,11 +201,27 @@ def test_workers_exit_when_the_pool_closes() -> None:
     async def go() -> list[int | None]:
         async with ParsePool(2) as pool:
             await asyncio.gather(*(pool.parse(job(i)) for i in range(4)))
+            # The four pages may all have gone to the first worker up: wait for the other.
+            for _ in range(200):
+                if not pool._coming:
+                    break
+                await asyncio.sleep(0.05)
             return [worker.process.pid for worker in pool._live]
 
     pids = asyncio.run(go())
     assert len(pids) == 2
     assert not [pid for pid in pids if pid is not None and _alive(pid)]
+
+
+def test_a_pool_closed_while_its_workers_start_leaves_none_running() -> None:
+    async def go() -> list[Any]:
+        async with ParsePool(2) as pool:
+            pass  # closed at once: the workers are still being forked
+        return [*pool._killed, *(worker.process for worker in pool._live)]
+
+    processes = asyncio.run(go())
+    assert processes, "the workers being started are closed and joined, not dropped"
+    assert all(process.exitcode is not None for process in processes)
 
 
 def _kill_workers(pool: ParsePool) -> None:

@@ -68,6 +68,9 @@ T = TypeVar("T")
 
 
 _PIPE_BYTES = 1 << 20
+_START_WAIT_S = 10.0
+"""How long a closing pool waits for workers still being forked (the fork server's
+preload is ~0.4 s when it is new)."""
 
 
 def _widen_pipe(connection: Connection) -> None:
@@ -270,7 +273,8 @@ class ParsePool:
         """Requests run in this process: from the start (``in_process``), or since the
         workers failed (``_fail``)."""
         self._killed: list[multiprocessing.process.BaseProcess] = []
-        """Workers killed for time, joined at the close."""
+        """Workers ended out of turn (killed for time, or up after the close began),
+        joined at the close."""
         self._ring_bytes = ring_bytes
         self._extract = extract
         self._batch_max = batch_max
@@ -317,6 +321,10 @@ class ParsePool:
         for waiter in self._waiters:
             waiter.cancel()
         closed = CrawlerError("parse pool is closed")
+        if self._starting:
+            # A worker being forked is let come up (its thread cannot be stopped) and is
+            # then closed and joined like the others: cancelling would leave it unjoined.
+            await asyncio.wait(set(self._starting), timeout=_START_WAIT_S)
         for task in self._starting:
             task.cancel()
         for task in list(self._starting):
@@ -543,7 +551,8 @@ class ParsePool:
             process.kill()
             raise
         if self._closing:
-            worker.close()
+            worker.close()  # end of file: it exits, and is joined at the close
+            self._killed.append(process)
             return
         self._live.append(worker)
         log.debug("parse worker %s ready %.3f s after the pool opened; queued requests: %d",
