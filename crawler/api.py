@@ -1,4 +1,4 @@
-"""The streaming library API: ``Crawler`` and the ``CrawledPage`` it yields.
+"""The streaming library API: ``Crawler``, which yields ``CrawledPage``s (``crawler.report``).
 
 Owns: running an ``Engine`` as a task of the caller's event loop and handing its pages over
 through a bounded queue, so a slow consumer slows the crawl (backpressure) instead of
@@ -13,70 +13,18 @@ growing memory.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crawler.errors import ConfigError, CrawlerError
 from crawler.hooks import Extract, Hooks, OnPage, UrlFilter
+from crawler.report import CrawledPage
 from crawler.settings import Settings
 
 if TYPE_CHECKING:
     from crawler.engine.engine import Engine
     from crawler.report import CrawlReport, ProgressCallback
-    from storage.base import PageRecord
-
-
-@dataclass(frozen=True, slots=True)
-class CrawledPage:
-    """One URL the crawl fetched, as stored: a parsed page, another response or a failure."""
-
-    url: str
-    final_url: str
-    status: int | None
-    """HTTP status; ``None`` when there was no response (then ``error`` says why)."""
-    error: str | None
-    content_type: str | None
-    title: str | None
-    text: str | None
-    lang: str | None
-    canonical: str | None
-    depth: int
-    fetched_at: str
-    links: tuple[str, ...]
-    """Every outlink (normalised, absolute), followed or not."""
-    score: float | None
-    duplicate_of: str | None
-    near_duplicate_of: str | None
-    extract: Any
-    """The ``extract`` hook's result (``None`` without a hook)."""
-    unchanged: bool
-    """A recrawl found the stored version current: ``title``/``text`` are not repeated."""
-
-    @classmethod
-    def from_record(cls, record: PageRecord) -> CrawledPage:
-        """The public view of a stored record (``storage.base.PageRecord``)."""
-        return cls(
-            url=record.url,
-            final_url=record.final_url,
-            status=record.status,
-            error=record.error,
-            content_type=record.content_type,
-            title=record.title,
-            text=record.text,
-            lang=record.lang,
-            canonical=record.canonical,
-            depth=record.depth,
-            fetched_at=record.fetched_at,
-            links=tuple(json.loads(record.links_json)) if record.links_json != "[]" else (),
-            score=record.score,
-            duplicate_of=record.duplicate_of,
-            near_duplicate_of=record.near_duplicate_of,
-            extract=json.loads(record.extract) if record.extract is not None else None,
-            unchanged=record.unchanged,
-        )
 
 
 class Crawler:

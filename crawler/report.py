@@ -1,14 +1,20 @@
-"""What a crawl tells its caller: live progress snapshots and the final ``CrawlReport``.
+"""What a crawl tells its caller: live progress snapshots, each stored page as a
+``CrawledPage``, and the final ``CrawlReport``.
 
 Owns: the counters of one run (``RunCounters``, mutated only by the engine) and their frozen
-views. Pure: the engine passes the times in.
+views. Pure: the engine passes the times in. A leaf: it imports nothing of the crawler's.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from storage.base import PageRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,3 +119,53 @@ class RunCounters:
 
 ProgressCallback = Callable[[Progress], None]
 """Called by the engine with a fresh ``Progress`` about twice a second."""
+
+
+@dataclass(frozen=True, slots=True)
+class CrawledPage:
+    """One URL the crawl fetched, as stored: a parsed page, another response or a failure."""
+
+    url: str
+    final_url: str
+    status: int | None
+    """HTTP status; ``None`` when there was no response (then ``error`` says why)."""
+    error: str | None
+    content_type: str | None
+    title: str | None
+    text: str | None
+    lang: str | None
+    canonical: str | None
+    depth: int
+    fetched_at: str
+    links: tuple[str, ...]
+    """Every outlink (normalised, absolute), followed or not."""
+    score: float | None
+    duplicate_of: str | None
+    near_duplicate_of: str | None
+    extract: Any
+    """The ``extract`` hook's result (``None`` without a hook)."""
+    unchanged: bool
+    """A recrawl found the stored version current: ``title``/``text`` are not repeated."""
+
+    @classmethod
+    def from_record(cls, record: PageRecord) -> CrawledPage:
+        """The public view of a stored record (``storage.base.PageRecord``)."""
+        return cls(
+            url=record.url,
+            final_url=record.final_url,
+            status=record.status,
+            error=record.error,
+            content_type=record.content_type,
+            title=record.title,
+            text=record.text,
+            lang=record.lang,
+            canonical=record.canonical,
+            depth=record.depth,
+            fetched_at=record.fetched_at,
+            links=tuple(json.loads(record.links_json)) if record.links_json != "[]" else (),
+            score=record.score,
+            duplicate_of=record.duplicate_of,
+            near_duplicate_of=record.near_duplicate_of,
+            extract=json.loads(record.extract) if record.extract is not None else None,
+            unchanged=record.unchanged,
+        )

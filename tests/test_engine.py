@@ -15,6 +15,7 @@ import pytest
 import crawler
 from crawler import Settings
 from crawler.engine import engine as engine_module
+from crawler.engine import pages as pages_module
 from crawler.pool.parse_pool import ParsePool
 from tests.sites import LinkGraph, SiteServer, html_handler, max_concurrency, min_start_gap
 
@@ -298,7 +299,7 @@ def test_a_failure_of_the_terms_for_a_page_parsed_here_is_the_pages_alone(
         return spawn(pool)
 
     monkeypatch.setattr(ParsePool, "_spawn", slow_spawn)
-    monkeypatch.setattr(engine_module, "text_terms", int)
+    monkeypatch.setattr(pages_module, "text_terms", int)
     db = str(tmp_path / "c.db")
     with SiteServer() as server:
         LinkGraph(100, stable=True).serve(server)

@@ -125,7 +125,7 @@ def test_verbose_logs_every_request_but_no_library_internals(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     requests = [
-        e for e in entries if e["logger"] == "crawler.engine.engine" and e["msg"][:3].isdigit()
+        e for e in entries if e["logger"] == "crawler.engine.pages" and e["msg"][:3].isdigit()
     ]
     with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         pages = connection.execute("SELECT count(*) FROM pages WHERE status > 0").fetchone()[0]

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from crawler.engine.admission import Admission
+from crawler.engine.records import utc_now
+from crawler.engine.requests import Requests
 from crawler.errors import ParseTimeout
-from crawler.frontier.hosts import SITEMAP, FetchJob
+from crawler.frontier.hosts import SITEMAP, FetchJob, Frontier
 from crawler.policy.robots import MAX_ROBOTS_BYTES, RobotsRules
-from crawler.policy.scope import resolve_url
-from crawler.policy.traps import trap_reason
+from crawler.pool.parse_pool import ParsePool
+from crawler.settings import Settings
+from parsers.links import resolve_url
 from parsers.sitemap import parse_sitemap
-from storage.base import RobotsRecord
-
-if TYPE_CHECKING:
-    from crawler.engine.engine import Engine
+from storage.base import RobotsRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +44,40 @@ def robots_rules(status: int, body: bytes | None) -> RobotsRules | None:
 class Discovery:
     """Handles the ``robots`` and ``sitemap`` jobs of one crawl."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        frontier: Frontier,
+        admission: Admission,
+        requests: Requests,
+        pool: ParsePool,
+        wake: Callable[[], None],
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._frontier = frontier
+        self._admission = admission
+        self._requests = requests
+        self._pool = pool
+        self._wake = wake
         self._sitemaps_read = 0
 
     async def fetch(self, job: FetchJob) -> None:
         """The robots job of ``job.origin``: from the store's cache, or from the server."""
-        engine = self._engine
-        if engine.ssrf_check(job.url) is not None:  # nothing on a refused host is requested
-            engine.release_unfetched(job)
+        if self._admission.ssrf_check(job.url) is not None:  # nothing there is requested
+            self._requests.release_unfetched(job)
             self._known(job, RobotsRules.disallow_all(), "ssrf")
             return
-        cached = await engine.store.get_robots(job.origin)
+        cached = await self._store.get_robots(job.origin)
         if cached is not None and _age_s(cached.fetched_at) < ROBOTS_TTL_S:
-            engine.release_unfetched(job)
+            self._requests.release_unfetched(job)
             self._known(job, robots_rules(cached.status, cached.body), "robots")
             return
-        fetched = await engine.fetch(job, any_type=True, check_redirect=self._robots_redirect)
+        fetched = await self._requests.fetch(
+            job, any_type=True, check_redirect=self._admission.check_robots_redirect
+        )
         if fetched.retried:
             return
         result = fetched.result
@@ -69,58 +87,47 @@ class Discovery:
             self._known(job, RobotsRules.disallow_all(), "robots-unavailable")
             return
         body = result.body[:MAX_ROBOTS_BYTES] if result.body is not None else None
-        record = RobotsRecord(job.origin, result.status, body, engine.now_utc())
-        await engine.store.put_robots(record)
+        await self._store.put_robots(RobotsRecord(job.origin, result.status, body, utc_now()))
         self._known(job, robots_rules(result.status, body), "robots")
 
-    def _robots_redirect(self, target: str) -> str | None:
-        """robots.txt may redirect to another host (RFC 9309 §2.3.1.2): a hop vetted as any
-        other but for the crawl's scope (and paced by its host, as every hop): never to an
-        address the SSRF guard refuses (a seed's other ports included), nor a trap."""
-        return self._engine.ssrf_check(target) or trap_reason(target)
-
     def _known(self, job: FetchJob, rules: RobotsRules | None, reason: str) -> None:
-        engine = self._engine
-        delay = rules.crawl_delay(engine.settings.user_agent) if rules is not None else None
-        engine.frontier.robots_done(job, rules, delay, time.monotonic(), reason=reason)
+        settings = self._settings
+        delay = rules.crawl_delay(settings.user_agent) if rules is not None else None
+        self._frontier.robots_done(job, rules, delay, time.monotonic(), reason=reason)
         # A shared frontier (PostgreSQL) reads no sitemaps: each process holding the host in
         # turn would read them again, outside the host's lease.
-        if engine.settings.sitemaps and reason == "robots" and engine.store.exclusive:
+        if settings.sitemaps and reason == "robots" and self._store.exclusive:
             listed = rules.sitemaps if rules is not None else ()
             for url in listed or ("/sitemap.xml",):
                 self._add_sitemap(url, job.url)
-        engine.wake()
+        self._wake()
 
     def _add_sitemap(self, url: str, base: str) -> None:
         """Queue a sitemap URL, resolved against ``base`` (relative ``Sitemap:`` lines occur)."""
         resolved = resolve_url(base, url)
         if resolved is None:
             return
-        url = resolved
-        engine = self._engine
-        if self._sitemaps_read >= MAX_SITEMAPS or engine.admit(url) is not None:
+        if self._sitemaps_read >= MAX_SITEMAPS or self._admission.admit(resolved) is not None:
             return
-        if engine.frontier.add(url, 1, time.monotonic(), kind=SITEMAP):
+        if self._frontier.add(resolved, 1, time.monotonic(), kind=SITEMAP):
             self._sitemaps_read += 1
 
     async def fetch_sitemap(self, job: FetchJob) -> None:
         """A sitemap job: its page URLs join the frontier at depth 1; child sitemaps follow."""
-        engine = self._engine
-        fetched = await engine.fetch(job, any_type=True)
+        fetched = await self._requests.fetch(job, any_type=True)
         result = fetched.result
         if result is None or result.body is None or not 200 <= result.status < 300:
             return
-        settings = engine.settings
         try:
-            sitemap = await engine.pool.call(
-                parse_sitemap, result.body, settings.max_body_bytes, 50_000
+            sitemap = await self._pool.call(
+                parse_sitemap, result.body, self._settings.max_body_bytes, 50_000
             )
         except ParseTimeout as exc:
             log.warning("sitemap %s: %s", job.url, exc.message)
             return
         if sitemap.error:
             log.info("sitemap %s: %s", job.url, sitemap.error)
-        await engine.follow_urls(sitemap.urls, job.depth)
+        await self._admission.follow_urls(sitemap.urls, job.depth)
         for child in sitemap.sitemaps:
             self._add_sitemap(child, job.url)
 

@@ -1,14 +1,30 @@
-"""Building the store's records from what the engine learnt about a URL. Pure.
+"""Building the store's records from what the engine learnt about a URL.
 
-Owns: the mapping of fetch results, parsed pages and failures to ``PageRecord`` rows.
+Owns: the mapping of fetch results, parsed pages and failures to ``PageRecord`` rows, and
+the wall-clock stamp every stored row carries (``utc_now``: UTC, the only wall clock of the
+engine; scheduling runs on ``time.monotonic()``).
 """
 
 from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
 
 from crawler.frontier.hosts import FetchJob
 from crawler.net.fetch import FetchResult
 from parsers.page import Page, content_hash
 from storage.base import PageRecord
+
+_clock_cache: list[object] = [0, ""]
+
+
+def utc_now() -> str:
+    """Wall-clock time for storage and reports: ISO-8601, UTC, seconds (cached per second)."""
+    second = int(time.time())
+    if _clock_cache[0] != second:
+        stamp = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")
+        _clock_cache[0], _clock_cache[1] = second, stamp
+    return _clock_cache[1]  # type: ignore[return-value]
 
 
 def failure_record(
