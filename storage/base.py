@@ -1,12 +1,20 @@
-"""What the engine needs from a store, and the records it hands over.
+"""The contracts of storage: what the engine needs from a store, what the readers of a
+database (exports, ``crawl runs``, ``rank``, ``crawl stats``) need from it, and the records
+and selections that cross those boundaries.
 
-Owns: the ``Store`` protocol and ``PageRecord``. Implementations: ``storage.sqlite``.
+Owns: the ``Store`` and ``Reader`` protocols, the records a store takes and gives
+(``PageRecord``, ``UrlRecord``, ``QueuedUrl``, ``SkipRecord``, ``RobotsRecord``,
+``RunSummary``), the page selection a reader applies (``ExportFilter``) and ``StoreError``.
+Implementations: ``storage.sqlite`` and ``storage.postgres``; ``storage.factory`` picks one
+for a ``--db`` value. Invariant: this module imports nothing of the project, so every other
+module of storage may import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -15,8 +23,9 @@ class PageRecord:
     """One fetched URL as stored: a parsed page, a non-HTML response or a failure.
 
     The parsed-page fields default to ``None``: records of responses that were not parsed
-    leave them out. Not frozen: building one per page is 3x cheaper that way, and the
-    engine fills in the schedule fields once; treat a record handed over as read-only.
+    leave them out. Not frozen: one is built per page, which a frozen dataclass makes
+    costlier, and the engine fills in the schedule fields once; treat a record handed over
+    as read-only.
     """
 
     url: str
@@ -186,4 +195,100 @@ class Store(Protocol):
 
 
 class StoreError(Exception):
-    """The database could not be opened, migrated, read or written. The message names it."""
+    """The database could not be opened, migrated, read or written. The message names it
+    (a DSN without its password).
+
+    Storage's own error, raised by every store and reader. The crawler maps it to its
+    ``crawler.errors.StorageError`` at its boundary (storage imports nothing of the crawler).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class ExportFilter:
+    """Which pages a read selects (an export, a WARC). ``since``: ISO-8601 UTC, compared
+    with ``fetched_at``."""
+
+    dedup: bool = False
+    """Leave out exact duplicates (``duplicate_of``) and near-duplicates."""
+    since: str | None = None
+    min_score: float | None = None
+
+    @classmethod
+    def parse(
+        cls, *, dedup: bool = False, since: str | None = None, min_score: float | None = None
+    ) -> ExportFilter:
+        """From user input; ``StoreError`` naming ``--since`` if it is not a date."""
+        stamp = None
+        if since is not None:
+            try:
+                moment = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise StoreError(
+                    f"--since {since!r}: not an ISO-8601 date or time (e.g. 2026-11-29)"
+                ) from None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            stamp = moment.astimezone(UTC).isoformat(timespec="seconds")
+        return cls(dedup, stamp, min_score)
+
+    def where(self) -> tuple[str, tuple[object, ...]]:
+        """A SQL ``WHERE`` clause (or ``""``) over ``pages`` and its parameters, with ``?``
+        placeholders (a PostgreSQL reader numbers them)."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.dedup:
+            clauses.append("duplicate_of IS NULL AND near_duplicate_of IS NULL")
+        if self.since is not None:
+            clauses.append("fetched_at >= ?")
+            params.append(self.since)
+        if self.min_score is not None:
+            clauses.append("score >= ?")
+            params.append(self.min_score)
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+
+
+STORED_COLUMNS = ("url", "final_url", "fetched_at", "headers", "body")
+"""The columns of a stored response (``--store-body``), as ``Reader.iter_stored`` gives them."""
+
+
+class Reader(Protocol):
+    """Read-only access to one crawl database from synchronous code: what exports, WARC,
+    ``crawl runs``, ``rank`` and ``crawl stats`` read. ``storage.factory.open_reader`` gives
+    the one for a ``--db`` value, so none of them asks which kind of database it is.
+
+    Each call opens its own read-only connection and closes it before it returns (a
+    generator: once exhausted or closed), so a reader holds nothing between calls and may
+    read while a crawl writes. Rows come in the order pages were first stored. Errors are
+    ``StoreError`` naming the database (``name``).
+    """
+
+    name: str
+    """The database as messages name it: the path, or the DSN without its password."""
+
+    def iter_rows(
+        self, columns: tuple[str, ...], selection: ExportFilter
+    ) -> Generator[tuple[object, ...], None, None]:
+        """``columns`` (names of ``pages`` columns, or SQL expressions over them) of the
+        selected pages, streamed: one chunk of rows in memory at a time."""
+        ...
+
+    def iter_stored(
+        self, selection: ExportFilter
+    ) -> Generator[tuple[object, ...] | None, None, None]:
+        """``STORED_COLUMNS`` of each selected page, or ``None`` for a page known to have no
+        stored body; a row's headers or body may still be ``None`` (the page may have changed
+        since it was selected). Bodies are large: few are held in memory at a time."""
+        ...
+
+    def read_runs(self) -> list[tuple[object, ...]]:
+        """The run history, oldest first: (id, started_at, ended_at, status, reason,
+        pages_ok, pages_failed, pages_unchanged, bytes)."""
+        ...
+
+    def read_tokens(self) -> list[tuple[str, str | None, bytes]]:
+        """(url, title, token blob) of every page that has tokens, in storage order."""
+        ...
+
+    def read_stats(self, now: float) -> dict[str, object]:
+        """The summary ``crawl stats`` prints (``storage.stats.read_stats``)."""
+        ...

@@ -1,25 +1,41 @@
-"""Exports of a database: JSON lines or CSV, one record per stored page, in constant memory.
+"""Exports of a database: JSON lines or CSV, one record per stored page, in constant memory;
+and the run history and token lists other commands read (``crawl runs``, ``rank``).
 
-Owns: reading ``pages`` and ``runs`` for output. Opens the database read-only, so an export
-can run while a crawl writes. Owns too what an export must not pass on: the userinfo
-(``user:password@``) of stored URLs (``parsers.links.strip_userinfo``) and,
-in CSV, cells a spreadsheet would run as formulas (``neutralise_cell``).
+Owns: the export formats and what an export must not pass on: the userinfo
+(``user:password@``) of stored URLs (``parsers.links.strip_userinfo``) and, in CSV, cells a
+spreadsheet would run as formulas (``neutralise_cell``). Reads through the database's
+``Reader`` (``storage.factory.open_reader``): read-only, so an export can run while a crawl
+writes. Re-exports ``ExportFilter`` (``storage.base``) and ``connect_readonly``
+(``storage.sqlite.read``), which callers import from here.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TextIO
 
 from parsers.links import strip_userinfo
-from storage.base import StoreError
-from storage.factory import is_postgres
+from storage.base import ExportFilter, StoreError
+from storage.factory import open_reader
+from storage.sqlite.read import connect_readonly
+
+__all__ = [
+    "EXPORT_COLUMNS",
+    "FORMATS",
+    "FORMULA_STARTS",
+    "NUMERIC_COLUMNS",
+    "URL_COLUMNS",
+    "ExportFilter",
+    "connect_readonly",
+    "export_pages",
+    "iter_pages",
+    "iter_rows",
+    "neutralise_cell",
+    "read_runs",
+    "read_tokens",
+]
 
 EXPORT_COLUMNS = (
     "url", "final_url", "status", "error", "content_type", "title", "text", "lang",
@@ -28,6 +44,8 @@ EXPORT_COLUMNS = (
     "extract",
 )  # fmt: skip
 FORMATS = ("jsonl", "csv")
+_ALL = ExportFilter()
+"""The default selection: every page."""
 URL_COLUMNS = ("url", "final_url", "canonical", "duplicate_of", "near_duplicate_of")
 """Columns holding URLs of stored pages: exported without userinfo."""
 NUMERIC_COLUMNS = frozenset({"status", "depth", "body_bytes", "attempts", "score"})
@@ -37,20 +55,6 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 injection): a page's title or text could otherwise run in whoever opens the export."""
 
 
-def connect_readonly(path: str) -> sqlite3.Connection:
-    if not os.path.exists(path):
-        raise StoreError(f"{path}: no such database")
-    connection: sqlite3.Connection | None = None
-    try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        connection.execute("SELECT 1 FROM pages LIMIT 1")
-    except sqlite3.Error as exc:
-        if connection is not None:
-            connection.close()
-        raise StoreError(f"{path}: not a crawl database ({exc})") from exc
-    return connection
-
-
 def neutralise_cell(value: str) -> str:
     """``value`` with a ``'`` in front if it starts with one of ``FORMULA_STARTS``, so that a
     spreadsheet shows it as text instead of evaluating it (OWASP's CSV-injection advice;
@@ -58,72 +62,14 @@ def neutralise_cell(value: str) -> str:
     return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
-@dataclass(frozen=True, slots=True)
-class ExportFilter:
-    """Which pages an export writes. ``since``: ISO-8601 UTC, compared with ``fetched_at``."""
-
-    dedup: bool = False
-    """Leave out exact duplicates (``duplicate_of``) and near-duplicates."""
-    since: str | None = None
-    min_score: float | None = None
-
-    @classmethod
-    def parse(
-        cls, *, dedup: bool = False, since: str | None = None, min_score: float | None = None
-    ) -> ExportFilter:
-        """From user input; ``StoreError`` naming ``--since`` if it is not a date."""
-        stamp = None
-        if since is not None:
-            try:
-                moment = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
-            except ValueError:
-                raise StoreError(
-                    f"--since {since!r}: not an ISO-8601 date or time (e.g. 2026-11-29)"
-                ) from None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            stamp = moment.astimezone(UTC).isoformat(timespec="seconds")
-        return cls(dedup, stamp, min_score)
-
-    def where(self) -> tuple[str, tuple[object, ...]]:
-        """A SQL ``WHERE`` clause (or ``""``) over ``pages`` and its parameters."""
-        clauses: list[str] = []
-        params: list[object] = []
-        if self.dedup:
-            clauses.append("duplicate_of IS NULL AND near_duplicate_of IS NULL")
-        if self.since is not None:
-            clauses.append("fetched_at >= ?")
-            params.append(self.since)
-        if self.min_score is not None:
-            clauses.append("score >= ?")
-            params.append(self.min_score)
-        return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
-
-
 def iter_rows(
-    path: str, columns: tuple[str, ...], selection: ExportFilter = ExportFilter()
+    path: str, columns: tuple[str, ...], selection: ExportFilter = _ALL
 ) -> Iterator[tuple[object, ...]]:
     """``columns`` of the selected pages, in the order they were first stored, streamed."""
-    if is_postgres(path):
-        from storage import postgres_read
-
-        yield from postgres_read.iter_rows(path, columns, selection)
-        return
-    connection = connect_readonly(path)
-    where, params = selection.where()
-    try:
-        cursor = connection.execute(
-            f"SELECT {', '.join(columns)} FROM pages{where} ORDER BY id", params
-        )
-        while rows := cursor.fetchmany(500):
-            yield from rows
-    except sqlite3.Error as exc:
-        raise StoreError(f"{path}: cannot read pages: {exc}") from exc
-    finally:
-        connection.close()
+    return open_reader(path).iter_rows(columns, selection)
 
 
-def iter_pages(path: str, selection: ExportFilter = ExportFilter()) -> Iterator[dict[str, object]]:
+def iter_pages(path: str, selection: ExportFilter = _ALL) -> Iterator[dict[str, object]]:
     """Every selected page as a dict of ``EXPORT_COLUMNS``, in the order first stored, with
     ``URL_COLUMNS`` stripped of userinfo (a database from an older version may hold a seed's
     ``user:password@``)."""
@@ -139,7 +85,7 @@ def export_pages(
     path: str,
     fmt: str,
     out: TextIO,
-    selection: ExportFilter = ExportFilter(),
+    selection: ExportFilter = _ALL,
     *,
     raw_cells: bool = False,
 ) -> int:
@@ -177,33 +123,9 @@ def export_pages(
 
 def read_runs(path: str) -> list[tuple[object, ...]]:
     """The run history, oldest first."""
-    if is_postgres(path):
-        from storage import postgres_read
-
-        return postgres_read.read_runs(path)
-    connection = connect_readonly(path)
-    try:
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
-        unchanged = "pages_unchanged" if "pages_unchanged" in columns else "0"  # schema 1
-        return connection.execute(
-            "SELECT id, started_at, ended_at, status, reason, pages_ok, pages_failed, "
-            f"{unchanged}, bytes "
-            "FROM runs ORDER BY id"
-        ).fetchall()
-    finally:
-        connection.close()
+    return open_reader(path).read_runs()
 
 
 def read_tokens(path: str) -> list[tuple[str, str | None, bytes]]:
     """(url, title, token blob) of every page that has tokens, in storage order."""
-    if is_postgres(path):
-        from storage import postgres_read
-
-        return postgres_read.read_tokens(path)
-    connection = connect_readonly(path)
-    try:
-        return connection.execute(
-            "SELECT url, title, tokens FROM pages WHERE tokens IS NOT NULL ORDER BY id"
-        ).fetchall()
-    finally:
-        connection.close()
+    return open_reader(path).read_tokens()

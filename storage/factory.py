@@ -1,53 +1,33 @@
-"""Choosing the store for a ``--db`` value: a SQLite file, or a PostgreSQL DSN.
+"""Choosing the store, or the reader, for a ``--db`` value: a SQLite file, or a PostgreSQL DSN.
 
-Owns: the mapping from the user's ``--db`` string to a ``Store``. PostgreSQL support
-(asyncpg) is imported only when a DSN is given.
+Owns: the mapping from the user's ``--db`` string to a ``Store`` (``make_store``) and to a
+``Reader`` (``open_reader``), so that no other module asks which kind of database it has.
+Invariant: importing this module loads no PostgreSQL driver; asyncpg is loaded when a
+PostgreSQL store or reader first connects (``storage.postgres.driver``).
+Re-exports ``is_postgres`` and ``redact_dsn`` (``storage.dsn``), which the crawler imports
+from here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from storage.base import Reader, Store
+from storage.dsn import is_postgres, redact_dsn
+from storage.postgres import PostgresReader, PostgresStore
+from storage.sqlite import SQLiteReader, SQLiteStore
 
-from storage.sqlite import SQLiteStore
-
-if TYPE_CHECKING:
-    from storage.base import Store
-
-_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_postgres(db: str) -> bool:
-    """Whether ``db`` names a PostgreSQL database (a ``postgresql://`` DSN)."""
-    return db.startswith(_SCHEMES)
+__all__ = ["is_postgres", "make_store", "open_reader", "redact_dsn"]
 
 
 def make_store(db: str, *, lease_ttl_s: float = 30.0) -> Store:
     """The store ``db`` names; ``lease_ttl_s`` is for shared (PostgreSQL) frontiers."""
     if is_postgres(db):
-        from storage.postgres import PostgresStore
-
         return PostgresStore(db, lease_ttl_s=lease_ttl_s)
     return SQLiteStore(db)
 
 
-def redact_dsn(dsn: str) -> str:
-    """The DSN without its password (in the authority or as a ``password=`` parameter);
-    anything else (a SQLite path) unchanged."""
-    if not is_postgres(dsn):
-        return dsn
-    try:
-        parts = urlsplit(dsn)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostport = netloc.rpartition("@")
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}@{hostport}" if user else hostport
-        query = parts.query
-        if query:
-            pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
-                     if k.lower() != "password"]  # fmt: skip
-            query = urlencode(pairs)
-        return parts._replace(netloc=netloc, query=query).geturl()
-    except ValueError:
-        return dsn.split("@")[-1]
+def open_reader(db: str) -> Reader:
+    """The read-only side of the database ``db`` names. Opens nothing yet: each of the
+    reader's calls connects and closes (``storage.base.Reader``)."""
+    if is_postgres(db):
+        return PostgresReader(db)
+    return SQLiteReader(db)

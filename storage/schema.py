@@ -1,4 +1,7 @@
-"""The database schema, as named, numbered migrations applied in order.
+"""The database schema, as named, numbered migrations applied in order: the SQLite
+migrations (the reference that ``storage.postgres.schema`` mirrors, version for version),
+and what both stores share (``Migration``, ``MIGRATIONS_TABLE``, the page upsert's ``SET``
+list, ``signed64``).
 
 Owns: the tables' shape (a public interface, documented in the README) and its versions.
 Invariant: each migration runs in one transaction together with its row in
@@ -34,6 +37,14 @@ def page_upsert_set(*, least: str, differs: str) -> str:
     etag = excluded.etag, last_modified = excluded.last_modified, body = excluded.body,
     headers = excluded.headers, extract = excluded.extract
 """
+
+
+def signed64(value: int | None) -> int | None:
+    """SQLite integers and PostgreSQL's BIGINT are signed 64-bit: an unsigned 64-bit hash
+    (``pages.simhash``) is stored as the signed integer with the same bits."""
+    if value is None:
+        return None
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 class Migration(NamedTuple):

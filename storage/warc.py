@@ -4,7 +4,8 @@ Owns: turning ``pages.body`` (zlib of the body as received: still Content-Encode
 transfer decoding) and ``pages.headers`` (JSON, see ``crawler.fetch._headers_json``) into
 records. One gzip member per record; a ``warcinfo`` record first, then per page a
 ``response`` and a ``request`` record (linked by ``WARC-Concurrent-To``), and a ``metadata``
-record for the requested URL when a redirect was followed. Streams: one page in memory.
+record for the requested URL when a redirect was followed. Streams through the database's
+``Reader`` (``iter_stored``): a few pages in memory at a time.
 
 What is rewritten, and why:
   * ``Transfer-Encoding`` is dropped and ``Content-Length`` set to the stored payload's length
@@ -16,7 +17,8 @@ What is rewritten, and why:
     ``SECRET_HEADERS`` (``Authorization`` carries the Basic credentials of a
     ``http://user:password@host/`` seed) are not written, and every URL written (target
     URIs, request lines, redirect metadata) loses its userinfo (``strip_userinfo``). The
-    crawler no longer stores them; databases written before may still hold them.
+    crawler no longer stores them; databases written before may still hold them. The
+    ``warcinfo`` record names the database with a DSN's password masked (``mask_password``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import io
 import json
 import logging
 import os
-import sqlite3
 import zlib
 from collections.abc import Generator
 from contextlib import closing
@@ -39,17 +40,15 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from parsers.links import strip_userinfo
-from storage.base import StoreError
-from storage.export import ExportFilter, connect_readonly, iter_rows
-from storage.factory import is_postgres
+from storage.base import ExportFilter, StoreError
+from storage.dsn import mask_password
+from storage.factory import open_reader
 
 log = logging.getLogger(__name__)
 
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 """Request headers (lower-cased) never written: credentials and session cookies."""
 
-_COLUMNS = ("url", "final_url", "fetched_at", "headers", "body")
-_PAGE = f"SELECT {', '.join(_COLUMNS)} FROM pages WHERE id = ?"
 _ALL = ExportFilter()
 
 _Stored = tuple[str, str, str, str, bytes]
@@ -122,26 +121,10 @@ def export_warc(path: str, out: BinaryIO, selection: ExportFilter = _ALL) -> int
 
 def _stored_pages(path: str, selection: ExportFilter) -> Generator[_Stored | None, None, None]:
     """``(url, final_url, fetched_at, headers, body)`` of each selected page in storage
-    order; ``None`` for a page without a stored body."""
-    if is_postgres(path):  # batches of rows, bodies included: the generic read interface
-        for row in iter_rows(path, _COLUMNS, selection):
+    order; ``None`` for a page without a stored body (``Reader.iter_stored``)."""
+    with closing(open_reader(path).iter_stored(selection)) as rows:
+        for row in rows:
             yield _complete(row)
-        return
-    # SQLite: only ids are read in batches; each body is read alone, with its headers
-    connection: sqlite3.Connection | None = None
-    try:
-        for page_id, has_body in iter_rows(path, ("id", "body IS NOT NULL"), selection):
-            if not has_body:
-                yield None
-                continue
-            if connection is None:
-                connection = connect_readonly(path)
-            yield _complete(connection.execute(_PAGE, (page_id,)).fetchone())
-    except sqlite3.Error as exc:
-        raise StoreError(f"{path}: cannot read pages: {exc}") from exc
-    finally:
-        if connection is not None:
-            connection.close()
 
 
 def _complete(row: tuple[object, ...] | None) -> _Stored | None:
@@ -170,7 +153,7 @@ def _start(path: str, out: BinaryIO, selection: ExportFilter) -> WARCWriter:
         "software": f"crawl/{version} (warcio/{warcio_version})",
         "format": "WARC File Format 1.1",
         "conformsTo": _SPEC,
-        "database": _redacted(path),
+        "database": mask_password(path),
         "selection": " ".join(c for c in chosen if c),
         "description": "Responses stored by crawl --store-body. Payloads are the bodies as "
         "received (Content-Encoding kept, transfer coding removed): Transfer-Encoding is "
@@ -275,17 +258,6 @@ def _redirect_record(
             "WARC-Refers-To-Date": date,
         },
     )
-
-
-def _redacted(path: str) -> str:
-    """``path``, without the password if it is a DSN: the warcinfo record is published."""
-    if not is_postgres(path):
-        return path
-    parts = urlsplit(path)
-    if parts.password is None:
-        return path
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
 def _warc_date(fetched_at: str) -> str:

@@ -30,10 +30,11 @@ from storage.base import (
     StoreError,
     UrlRecord,
 )
+from storage.dsn import redact_dsn
 from storage.export import ExportFilter, iter_pages, read_runs, read_tokens
 from storage.factory import make_store
-from storage.postgres import PostgresStore, redact_dsn
-from storage.postgres_schema import LATEST_VERSION, MIGRATIONS
+from storage.postgres import PostgresStore
+from storage.postgres.schema import LATEST_VERSION, MIGRATIONS
 from storage.stats import read_stats
 from tests.pg import (
     MultiHostSite,

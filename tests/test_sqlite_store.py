@@ -1,4 +1,4 @@
-"""The SQLite store's multi-row writes (``storage.sqlite._Rows``): the same rows as one
+"""The SQLite store's multi-row writes (``storage.sqlite.sql.Rows``): the same rows as one
 statement step per row, on real database files."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from storage.base import PageRecord, SkipRecord, UrlRecord
-from storage.sqlite import (
-    _FETCHED_URL,
-    _NEW_URL,
-    _SKIPPED_URL,
-    _TOUCH_PAGE_ONE,
-    _UPSERT_PAGE,
-    SQLiteStore,
-    _Rows,
-    _touch_statements,
+from storage.sqlite import SQLiteStore
+from storage.sqlite.sql import (
+    FETCHED_URL,
+    NEW_URL,
+    SKIPPED_URL,
+    TOUCH_PAGE_ONE,
+    UPSERT_PAGE,
+    Rows,
+    touch_statements,
 )
 
 STAMP = "2026-11-30T10:00:00+00:00"
@@ -67,7 +67,7 @@ def _dump(connection: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
     return urls, pages
 
 
-def _batch(rng: random.Random, size: int) -> dict[_Rows, list[tuple]]:
+def _batch(rng: random.Random, size: int) -> dict[Rows, list[tuple]]:
     """Rows of one batch, drawn from a small URL space: repeats within a batch and across
     batches (a URL queued then skipped, a page written twice) are the cases that matter."""
 
@@ -84,7 +84,7 @@ def _batch(rng: random.Random, size: int) -> dict[_Rows, list[tuple]]:
     new = [(u, "o", None, rng.randrange(5), rng.random(), STAMP, 1) for u in urls(size)]
     skipped = [(u, "o", 2, rng.choice(["scope", "trap"]), STAMP, 1) for u in urls(size * 2)]
     fetched = [(p[0], "o", "done", p[10], 1, 1.0, 2.0, STAMP, 1) for p in pages]
-    return {_NEW_URL: new, _UPSERT_PAGE: pages, _FETCHED_URL: fetched, _SKIPPED_URL: skipped}
+    return {NEW_URL: new, UPSERT_PAGE: pages, FETCHED_URL: fetched, SKIPPED_URL: skipped}
 
 
 @pytest.mark.parametrize("size", [1, 7, 35, 36, 129, 300])
@@ -114,7 +114,7 @@ def test_touching_unchanged_pages_equals_one_row_updates(tmp_path: Path, size: i
     many = _schema(tmp_path / "many.db")
     single = _schema(tmp_path / "single.db")
     rng = random.Random(size)
-    pages = _batch(rng, 400)[_UPSERT_PAGE]
+    pages = _batch(rng, 400)[UPSERT_PAGE]
     urls = sorted({p[0] for p in pages} | {"http://nowhere.test/x"})
     later = "2026-12-01T00:00:00+00:00"
     touched = [
@@ -125,17 +125,17 @@ def test_touching_unchanged_pages_equals_one_row_updates(tmp_path: Path, size: i
     for rows in (touched, repeated):
         for connection, multi in ((many, True), (single, False)):
             connection.execute("BEGIN IMMEDIATE")
-            connection.executemany(_UPSERT_PAGE.sql(1), pages)
-            for sql, parameters in _touch_statements(rows) if multi else [(_TOUCH_PAGE_ONE, rows)]:
+            connection.executemany(UPSERT_PAGE.sql(1), pages)
+            for sql, parameters in touch_statements(rows) if multi else [(TOUCH_PAGE_ONE, rows)]:
                 connection.executemany(sql, parameters)
             connection.execute("COMMIT")
         assert _dump(many) == _dump(single)
-    assert len(_touch_statements(touched)) <= 3  # not a statement a row
-    assert _touch_statements(repeated) == [(_TOUCH_PAGE_ONE, repeated)]
+    assert len(touch_statements(touched)) <= 3  # not a statement a row
+    assert touch_statements(repeated) == [(TOUCH_PAGE_ONE, repeated)]
 
 
 def test_chunks_stay_within_the_smallest_parameter_limit() -> None:
-    for insert in (_NEW_URL, _UPSERT_PAGE, _FETCHED_URL, _SKIPPED_URL):
+    for insert in (NEW_URL, UPSERT_PAGE, FETCHED_URL, SKIPPED_URL):
         assert insert.chunk * insert.width <= 999
         rows = [tuple(range(insert.width))] * (insert.chunk * 2 + 3)
         statements = insert.statements(rows)
@@ -154,13 +154,13 @@ def test_big_pages_are_written_a_few_to_a_statement(tmp_path: Path) -> None:
          None, None, None, None, None, None, None, None, None, None, STAMP)
         for i in range(12)
     ]  # fmt: skip
-    statements = _UPSERT_PAGE.statements(rows)
+    statements = UPSERT_PAGE.statements(rows)
     sizes = [sql.count("(?,") for sql, parameters in statements for _ in parameters]
     assert sum(sizes) == 12 and len(sizes) > 1
     for _sql, parameters in statements:
         for flat in parameters:
-            texts = flat[6 :: _UPSERT_PAGE.width]
-            assert len(texts) == 1 or sum(map(len, texts)) <= _UPSERT_PAGE.max_bytes
+            texts = flat[6 :: UPSERT_PAGE.width]
+            assert len(texts) == 1 or sum(map(len, texts)) <= UPSERT_PAGE.max_bytes
     connection = _schema(tmp_path / "big.db")
     connection.execute("BEGIN IMMEDIATE")
     for sql, parameters in statements:
@@ -177,7 +177,7 @@ def test_store_save_writes_a_large_batch(
     """Through ``SQLiteStore.save``: pages, new URLs and skips past a chunk's size, in one
     hop to the connection's thread and, as without aiosqlite's private queue, statement by
     statement."""
-    monkeypatch.setattr("storage.sqlite._ONE_HOP", one_hop)
+    monkeypatch.setattr("storage.sqlite.store._ONE_HOP", one_hop)
     path = tmp_path / "store.db"
 
     async def scenario() -> None:

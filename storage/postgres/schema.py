@@ -1,7 +1,8 @@
 """The PostgreSQL schema: the SQLite one (``storage.schema``) as numbered migrations, plus
 the tables a shared frontier needs.
 
-Owns: the PostgreSQL tables' shape and its versions. Invariants:
+Owns: the PostgreSQL tables' shape and its versions, and applying them (``migrate``, which
+the store runs when it opens). Invariants:
 - version ``n`` here holds the tables, columns and views of version ``n`` in
   ``storage.schema`` (same names, same meaning, PostgreSQL types: ``BIGINT`` ids, ``BYTEA``
   blobs, ``DOUBLE PRECISION`` reals; timestamps stay ISO-8601 ``TEXT``, as in SQLite, so that
@@ -16,7 +17,14 @@ Never edit a released migration: add a new one.
 
 from __future__ import annotations
 
-from storage.schema import Migration
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from storage.base import StoreError
+from storage.schema import MIGRATIONS_TABLE, Migration
+
+if TYPE_CHECKING:
+    import asyncpg
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -173,17 +181,45 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 LATEST_VERSION = MIGRATIONS[-1].version
 
-MIGRATIONS_TABLE = """
-CREATE TABLE IF NOT EXISTS schema_migrations (
-    version     INTEGER PRIMARY KEY,
-    name        TEXT NOT NULL,
-    applied_at  TEXT NOT NULL
-)
-"""
-
 ADVISORY_LOCK_KEY = 0x63_72_61_77_6C_65_72  # "crawler": serialises migrations across processes
 
 
 def pending(applied: set[int]) -> list[Migration]:
     """The migrations not yet applied, in order."""
     return [m for m in MIGRATIONS if m.version not in applied]
+
+
+async def migrate(connection: asyncpg.Connection) -> None:
+    """Bring the database to the latest schema: each migration in one transaction with its
+    ``schema_migrations`` row, under a transaction-level advisory lock (processes starting
+    at once wait for each other; the second finds the work done)."""
+    if await _applied_versions(connection, lock=False) == {m.version for m in pending(set())}:
+        return  # up to date: no lock taken
+    while True:
+        async with connection.transaction():
+            applied = await _applied_versions(connection, lock=True)
+            if applied and max(applied) > LATEST_VERSION:
+                raise StoreError(
+                    f"database schema version {max(applied)} is newer than this crawler "
+                    f"({LATEST_VERSION}); upgrade the crawler"
+                )
+            todo = pending(applied)
+            if not todo:
+                return
+            migration = todo[0]
+            await connection.execute(migration.sql)
+            await connection.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+                migration.version,
+                migration.name,
+                datetime.now(UTC).isoformat(),
+            )
+
+
+async def _applied_versions(connection: asyncpg.Connection, *, lock: bool) -> set[int]:
+    if lock:
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", ADVISORY_LOCK_KEY)
+        await connection.execute(MIGRATIONS_TABLE)
+    elif await connection.fetchval("SELECT to_regclass('schema_migrations')") is None:
+        return set()
+    return {r[0] for r in await connection.fetch("SELECT version FROM schema_migrations")}
