@@ -1,8 +1,10 @@
-"""The streaming library API: ``Crawler``, which yields ``CrawledPage``s (``crawler.report``).
+"""The library API: ``crawl`` (async), ``run`` (sync), ``rank``, and the streaming
+``Crawler``, which yields ``CrawledPage``s (``crawler.report``).
 
 Owns: running an ``Engine`` as a task of the caller's event loop and handing its pages over
 through a bounded queue, so a slow consumer slows the crawl (backpressure) instead of
-growing memory.
+growing memory. Each call is an independent run with its own HTTP session, parse pool and
+database connection, so a process can crawl any number of times.
 
     async with Crawler(Settings(db="site.db")) as crawler:
         async for page in crawler.pages(["https://example.com/"]):
@@ -15,16 +17,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawler.errors import ConfigError, CrawlerError
 from crawler.hooks import Extract, Hooks, OnPage, UrlFilter
-from crawler.report import CrawledPage
+from crawler.report import CrawledPage, CrawlReport, ProgressCallback
 from crawler.settings import Settings
 
 if TYPE_CHECKING:
     from crawler.engine.engine import Engine
-    from crawler.report import CrawlReport, ProgressCallback
 
 
 class Crawler:
@@ -136,16 +137,72 @@ class Crawler:
         await self._finish()
 
     def _start(self, seeds: Iterable[str], hooks: Hooks) -> asyncio.Task[CrawlReport]:
-        from crawler.engine.engine import Engine
-        from crawler.seeds import parse_seed
-
         if self._task is not None and not self._task.done():
             raise CrawlerError("this Crawler is already running; use another for a second crawl")
-        normalized = list(dict.fromkeys(parse_seed(s, f"seed {s!r}") for s in seeds))
-        if not normalized:
-            raise ConfigError("no seed URLs given")
-        self._engine = Engine(self.settings, normalized, on_progress=self._on_progress,
-                              hooks=hooks)  # fmt: skip
+        self._engine = _engine(self.settings, seeds, on_progress=self._on_progress, hooks=hooks)
         self._task = asyncio.ensure_future(self._engine.run())
         self._queue = None
         return self._task
+
+
+async def crawl(
+    seeds: Iterable[str],
+    settings: Settings | None = None,
+    *,
+    db: str | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> CrawlReport:
+    """Crawl from ``seeds`` (absolute http(s) URLs) and store the pages; returns the report.
+
+    ``db`` overrides ``settings.db``. ``on_progress`` is called about twice a second with a
+    ``Progress`` snapshot. Raises ``ConfigError`` for a bad seed, ``StorageError`` when the
+    database cannot be written.
+    """
+    settings = settings or Settings()
+    if db is not None:
+        settings = settings.replace(db=db)
+    return await _engine(settings, seeds, on_progress=on_progress).run()
+
+
+def run(
+    seeds: Iterable[str],
+    settings: Settings | None = None,
+    *,
+    db: str | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> CrawlReport:
+    """``crawl`` for synchronous code: runs its own event loop (uvloop when installed)."""
+    return run_coroutine(crawl(seeds, settings, db=db, on_progress=on_progress))
+
+
+def rank(db: str, query: str, top: int = 10, device: str = "auto") -> list[Any]:
+    """Rank the pages stored in ``db`` by BM25 relevance to ``query``: the ``top`` best
+    (``crawler.relevance.ranking.RankedPage``: url, title, score), best first. No re-parsing."""
+    from crawler.relevance.ranking import rank as rank_pages  # numba: only when ranking
+
+    return rank_pages(db, query, top, device)
+
+
+def run_coroutine(coroutine: Any) -> Any:
+    """Run a coroutine to completion on a fresh uvloop (or asyncio) event loop."""
+    try:
+        import uvloop  # optional
+    except ImportError:
+        return asyncio.run(coroutine)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+def _engine(
+    settings: Settings,
+    seeds: Iterable[str],
+    *,
+    on_progress: ProgressCallback | None = None,
+    hooks: Hooks | None = None,
+) -> Engine:
+    """An engine for ``seeds``, normalised (``ConfigError`` for a bad one, or none)."""
+    # The engine, its HTTP client, parsers and store: loaded by the first crawl, so that
+    # ``import crawler`` stays light.
+    from crawler.engine.engine import Engine
+
+    return Engine(settings, Engine.normalize_seeds(seeds), on_progress=on_progress, hooks=hooks)

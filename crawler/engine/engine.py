@@ -33,7 +33,6 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 from crawler.engine.admission import Admission
 from crawler.engine.discovery import Discovery
@@ -42,7 +41,7 @@ from crawler.engine.records import utc_now
 from crawler.engine.requests import Requests
 from crawler.engine.window import WINDOW, Window
 from crawler.engine.writer import Writer
-from crawler.errors import StorageError
+from crawler.errors import ConfigError, StorageError
 from crawler.frontier.hosts import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
 from crawler.hooks import Hooks
 from crawler.lock import RunLock
@@ -53,14 +52,13 @@ from crawler.policy.scope import Scope
 from crawler.policy.traps import TemplateBudget, TrapLimits
 from crawler.pool.forkserver import main_importable, main_needed, prestart, unguarded_line
 from crawler.pool.parse_pool import ParsePool
+from crawler.relevance.focus import Focus
 from crawler.report import CrawledPage, CrawlReport, Progress, ProgressCallback, RunCounters
+from crawler.seeds import parse_seed
 from crawler.settings import Settings
 from parsers.links import strip_userinfo, url_origin
 from storage.base import RunSummary, Store, StoreError
 from storage.factory import is_postgres, make_store, redact_dsn
-
-if TYPE_CHECKING:
-    from crawler.relevance.focus import Focus
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +142,6 @@ class Engine:
         )
         self._focus: Focus | None = None
         if settings.query:
-            from crawler.relevance.focus import Focus  # numba: only for a crawl with a query
-
             self._focus = Focus(settings.query, settings.device)
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._pipeline = asyncio.Semaphore(settings.concurrency * 4)
@@ -195,6 +191,15 @@ class Engine:
             elapsed_s=time.monotonic() - self._started,
             parse_busy=self._pool.busy if self._pool is not None else 0,
         )
+
+    @staticmethod
+    def normalize_seeds(seeds: Iterable[str]) -> list[str]:
+        """``seeds`` normalised, each once, in order; ``ConfigError`` names a bad one, or
+        says there is none."""
+        normalized = list(dict.fromkeys(parse_seed(s, f"seed {s!r}") for s in seeds))
+        if not normalized:
+            raise ConfigError("no seed URLs given")
+        return normalized
 
     async def run(self) -> CrawlReport:
         """Run the crawl to its end; raises ``DatabaseLocked`` if another run holds the db."""

@@ -10,7 +10,7 @@ blob. A page is scored after the statistics count it.
 On the CPU the arithmetic left per page (a multiply-add per query word) is done in plain
 Python (``crawler.relevance.bm25``), each page at once: the crawl process never loads numba or numpy
 for it, and a batch would cost what its pages cost apart, plus a timer and a wait for each
-(~9 us of the event loop a page). On a GPU (``device`` "gpu", or "auto" where CUDA works)
+(in the event loop). On a GPU (``device`` "gpu", or "auto" where CUDA works)
 pages arriving together (within ``wait_s``) are scored together by the CUDA kernel; should the
 GPU fail during the crawl (the device lost, its memory taken by another process), the rest is
 scored on the CPU from the same statistics, with a warning, and the crawl goes on.
@@ -24,15 +24,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from types import ModuleType
 
 from crawler.relevance.bm25 import TermScorer, driver_present
 from parsers.terms import query_token_ids
 
-if TYPE_CHECKING:
-    from crawler.relevance.scoring import BM25Stats, QueryScorer, TokenBatch
-
 log = logging.getLogger(__name__)
+
+
+def _numeric() -> ModuleType:
+    """``crawler.relevance.numeric``: numba and numpy, loaded only where they are used."""
+    from crawler.relevance import numeric
+
+    return numeric
 
 
 def resolve_device(requested: str) -> str:
@@ -40,9 +44,7 @@ def resolve_device(requested: str) -> str:
     exists (``crawler.relevance.scoring.select_device`` decides, and raises, otherwise)."""
     if requested == "cpu" or (requested == "auto" and not driver_present()):
         return "cpu"
-    from crawler.relevance.scoring import select_device
-
-    return select_device(requested)
+    return _numeric().select_device(requested)
 
 
 class Focus:
@@ -56,7 +58,7 @@ class Focus:
         """The query's distinct token ids, for ``ParseJob.query_ids``: workers count them."""
         self.terms = tuple(sorted({t.lower() for t in query.split() if t.strip()}))
         self.device = resolve_device(device)
-        scorer = _GpuScorer(self.ids) if self.device == "gpu" else TermScorer(self.ids)
+        scorer = _numeric().GpuScorer(self.ids) if self.device == "gpu" else TermScorer(self.ids)
         self._observe_and_score = scorer.observe_and_score
         self._direct = self.device == "cpu"
         """Score each page as it comes: on the CPU a batch costs what its pages cost apart,
@@ -69,10 +71,8 @@ class Focus:
 
     async def score(self, tokens: bytes) -> float:
         """The BM25 score of a page from its encoded token counts."""
-        from parsers.tokens import decode_counts, term_counts
-
-        counts = decode_counts(tokens)
-        return await self.score_terms(term_counts(counts, self.ids), counts.length)
+        tf, length = _numeric().blob_terms(tokens, self.ids)
+        return await self.score_terms(tf, length)
 
     async def score_terms(self, tf: tuple[int, ...], length: int) -> float:
         """The BM25 score of a page of ``length`` tokens where query term ``self.ids[i]``
@@ -118,60 +118,3 @@ class Focus:
         The batch holds only the query terms' counts, which is all BM25 reads: the scores
         equal those of the documents' full token counts."""
         return self._observe_and_score(docs)
-
-
-class _GpuScorer:
-    """The CUDA kernel's path: each batch of query-term counts goes to it as a ``TokenBatch``."""
-
-    def __init__(self, ids: tuple[int, ...]) -> None:
-        import numpy as np
-
-        from crawler.relevance.scoring import BM25Stats, QueryScorer
-
-        self.ids = ids
-        self.stats: BM25Stats = BM25Stats(np.array(ids, dtype=np.uint32))
-        self.scorer: QueryScorer = QueryScorer(ids, "gpu")
-        self.cpu: TermScorer | None = None
-        """Set when the GPU failed during the crawl: the rest is scored on the CPU."""
-
-    def observe_and_score(self, docs: Sequence[tuple[Sequence[int], int]]) -> list[float]:
-        if self.cpu is not None:
-            return self.cpu.observe_and_score(docs)
-        batch = self._batch(docs)
-        self.stats.observe(batch)
-        try:
-            return [float(s) for s in self.scorer.score(batch, self.stats)]
-        except Exception as exc:  # the device lost, out of memory (another process took it)...
-            log.warning("scoring on the CPU from now on: the GPU failed (%s: %s)",
-                        type(exc).__name__, (str(exc).strip().splitlines() or [""])[0])  # fmt: skip
-            self.cpu = self._cpu_from_stats()
-            return self.cpu.score(docs)
-
-    def _cpu_from_stats(self) -> TermScorer:
-        """A CPU scorer that goes on from the statistics the GPU path has gathered."""
-        cpu = TermScorer(self.ids)
-        position = {int(t): i for i, t in enumerate(self.stats.query_ids.tolist())}
-        cpu.df = [int(self.stats.df[position[t]]) for t in self.ids]
-        cpu.n_docs, cpu.total_length = self.stats.n_docs, self.stats.total_length
-        return cpu
-
-    def _batch(self, docs: Sequence[tuple[Sequence[int], int]]) -> TokenBatch:
-        import numpy as np
-
-        from crawler.relevance.scoring import TokenBatch
-
-        ids: list[int] = []
-        counts: list[int] = []
-        offsets = [0]
-        for tf, _ in docs:
-            for term, count in zip(self.ids, tf, strict=True):
-                if count:
-                    ids.append(term)
-                    counts.append(count)
-            offsets.append(len(ids))
-        return TokenBatch(
-            np.array(ids, dtype=np.uint32),
-            np.array(counts, dtype=np.uint32),
-            np.array(offsets, dtype=np.int64),
-            np.array([length for _, length in docs], dtype=np.int64),
-        )
