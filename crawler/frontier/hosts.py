@@ -43,9 +43,9 @@ PAGE, ROBOTS, SITEMAP = "page", "robots", "sitemap"
 EARLY_S = 0.001
 """How long before its host's next start a job may start when the host has no floor delay
 (``--delay 0``, no ``Crawl-delay``), no ``Retry-After`` pause and no retry's backoff pending
-(``_early_s``): the adaptive delay of a fast server is ~0.1 ms, and a dispatcher that waited
-on a timer for each such gap spent more on the timer than on the request (12,000 waits of ~30 us in a 10,000-page crawl: 0.25 s of CPU, 4 %
-of the crawl's time). A start made early moves the next one on from the planned start, not from
+(``_early_s``): the adaptive delay of a fast server is a fraction of a millisecond, and a
+dispatcher that waited on a timer for each such gap spent more on the timer than on the
+request (``bench/RESULTS.md``, dispatch). A start made early moves the next one on from the planned start, not from
 ``now``, so the delay still holds on average."""
 
 

@@ -3,10 +3,10 @@
 A Python ``set`` of a million ints takes ~66 MB (an int object and a hash-table slot each).
 Here the bulk lives in one sorted ``array('q')`` (8 bytes a hash) and only recent additions
 in a small ``set``; when that grows past an eighth of the array (at least 64 Ki entries) it
-is merged in (a numpy sort of two sorted runs: linear, a few ms for a million). A million
+is merged in (a numpy sort of two sorted runs: linear in their length). A million
 hashes take ~8 MB plus the recent set.
 
-Membership of one key: the recent set, then a binary search of the array (~1 us). numpy is
+Membership of one key: the recent set, then a binary search of the array. numpy is
 imported on the first merge only: a small crawl never loads it.
 
 Invariants: a key is in exactly one of the two parts; the array is sorted, without repeats.

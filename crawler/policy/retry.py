@@ -153,7 +153,7 @@ def parse_retry_after(value: str, now_epoch: float, max_s: float = 300.0) -> flo
     text = value.strip()
     if _SECONDS.fullmatch(text):
         return min(float(text), max_s)
-    from email.utils import parsedate_to_datetime  # ~15 ms to import: only for a date
+    from email.utils import parsedate_to_datetime  # slow to import: only for a date
 
     try:
         when = parsedate_to_datetime(text)

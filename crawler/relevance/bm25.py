@@ -43,7 +43,7 @@ def driver_present() -> bool:
     On Linux: the NVIDIA control device, or the driver library (``libcuda``) in the loader's
     directories (the standard ones, ``/etc/ld.so.conf``'s, ``LD_LIBRARY_PATH``'s), looked up
     directly: ``ctypes.util.find_library`` runs ``ldconfig`` and then ``gcc`` and the linker
-    (~25 ms at every start of a crawl with a query, for nothing without a GPU). Elsewhere,
+    at every start of a crawl with a query, for nothing without a GPU. Elsewhere,
     ``find_library``."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         return True
