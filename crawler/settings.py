@@ -19,107 +19,206 @@ from typing import Any
 from crawler.errors import ConfigError
 
 SCOPES = ("host", "domain", "any")
+DEVICES = ("auto", "cpu", "gpu")
+LOG_FORMATS = ("text", "json")
 DEFAULT_USER_AGENT = "pycrawler/0.1"
+
+
+def _setting(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    short: str | None = None,
+    shown: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    duration: bool = False,
+) -> Any:
+    """A ``Settings`` field and its description: ``help`` (one text for ``--help``, the
+    docs and readers of this class); ``flag`` when it is not ``--`` plus the field's name
+    with dashes (``--no-sitemaps`` sets a default-on field off); ``shown``, the default as
+    ``--help`` prints it when ``str(default)`` would not do; ``choices`` for a closed set;
+    ``duration`` for a value also written ``90s``, ``50m``, ``1h30m``."""
+    meta = {"help": help, "flag": flag, "short": short, "shown": shown, "choices": choices,
+            "duration": duration}  # fmt: skip
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One ``Settings`` field as a command-line flag: what ``crawler.cli.options`` turns
+    into a click option and ``crawler.cli.reference`` into a row of the docs' table."""
+
+    name: str
+    """The field's name (``per_host``)."""
+    flag: str
+    """``--per-host``; ``--no-sitemaps`` for a field that is on by default."""
+    short: str | None
+    kind: str
+    """``int``, ``float``, ``text``, ``duration``, ``choice``, ``switch`` (a flag without a
+    value) or ``many`` (a text, repeatable)."""
+    default: str | None
+    """The default as shown to a user; ``None`` when there is none to show (no limit, off)."""
+    help: str
+    choices: tuple[str, ...] | None
+
+    @property
+    def negates(self) -> bool:
+        """Whether giving the flag sets the field to ``False`` (``--no-progress``)."""
+        return self.flag.startswith("--no-")
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """How to crawl. Build it directly, from a TOML file (``from_toml``) or from CLI flags."""
+    """How to crawl. Build it directly, from a TOML file (``from_toml``) or from CLI flags.
 
-    db: str = "crawl.db"
-    """SQLite file the crawl writes to (created if missing), or a ``postgresql://`` DSN
-    (a frontier shared by many ``crawl`` processes)."""
-    max_pages: int | None = None
-    """Stop after this many pages were fetched (all statuses); ``None``: no limit."""
-    max_depth: int | None = None
-    """Links followed from a seed (seeds are depth 0); ``None``: no limit."""
-    concurrency: int = 16
-    """Requests in flight at once, across all hosts."""
-    per_host: int = 2
-    """Requests in flight at once to one host (``host:port``)."""
-    delay: float = 1.0
-    """Seconds between the starts of two requests to one host."""
-    scope: str = "host"
-    """``host``: the seeds' hosts; ``domain``: also their subdomains; ``any``: everything."""
-    include: tuple[str, ...] = ()
-    """Regexes (searched in the URL); when given, a URL must match one to be followed."""
-    exclude: tuple[str, ...] = ()
-    """Regexes (searched in the URL); a URL matching one is not followed."""
-    user_agent: str = DEFAULT_USER_AGENT
-    """Sent with every request; its product token selects the robots.txt group."""
-    workers: int | None = None
-    """Parse processes; ``None``: the number of CPUs."""
-    ignore_robots: bool = False
-    """Skip robots.txt (only for sites you own)."""
-    max_crawl_delay: float = 30.0
-    """Cap on a robots.txt ``Crawl-delay`` (seconds)."""
-    max_delay: float = 60.0
-    """Most seconds between request starts to one host when it is slow or failing."""
-    sitemaps: bool = True
-    """Read sitemaps (robots.txt ``Sitemap:`` lines, else ``/sitemap.xml``) for more URLs."""
-    retries: int = 2
-    """Retries of a URL after a timeout, a connection error or 408/429/500/502/503/504."""
-    allow_private: bool = False
-    """Allow requests to private, loopback and link-local addresses beyond the seeds' hosts."""
-    max_pages_per_host: int | None = None
-    """Pages fetched per host at most; ``None``: no limit."""
-    max_outlinks: int = 10_000
-    """Outlinks kept per page (the first in document order)."""
-    max_url_length: int = 2048
-    """Longer URLs are skipped as traps."""
-    template_budget: int = 12
-    """Pages of one URL template (``/cal/N/N``: numbers as N) that may repeat what its pages
-    said before (and more than say something new) before the template is closed: its URLs
-    not fetched, its pages' links not followed (an endless calendar, a soft 404); ``0``: no
-    limit. See ``crawler.policy.traps``."""
-    timeout: float = 60.0
-    """Seconds one whole request may take, body included."""
-    connect_timeout: float = 10.0
-    """Seconds to establish a connection."""
-    max_body_bytes: int = 10 * 1024 * 1024
-    """Largest body read (decompressed bytes); larger responses fail as ``too-large``."""
-    max_redirects: int = 20
-    """Redirect hops followed per URL (as browsers, Scrapy and wget)."""
-    parse_timeout: float = 5.0
-    """Seconds a page's parse may take: a longer one is abandoned (its parse worker is
-    replaced) and the page stored with error ``parse-timeout``."""
-    max_time: float | None = None
-    """Seconds the run may take: then it stops taking work and ends cleanly (``--max-time``
-    also takes ``50m``, ``1h30m``, ``90s``)."""
-    every: float | None = None
-    """CLI: run the crawl again and again, starting one run every this long (``1h``), for
-    hosts without cron; each run is recorded. ``None``: one run."""
-    recrawl_after: float = 86_400.0
-    """Seconds after a fetch that a page is due again (a later run refetches it with a
-    conditional GET); then the interval adapts: doubled while unchanged, halved on change."""
-    max_interval: float = 30 * 86_400.0
-    """Longest recrawl interval an unchanged page grows to; a page last fetched longer ago
-    is due whatever its schedule (``0``: every page is due now)."""
-    lease_ttl: float = 30.0
-    """PostgreSQL: seconds a process's hold on a host lasts without renewal; a dead
-    process's hosts are taken over by the others after this."""
-    store_body: bool = False
-    """Keep each response's raw body (compressed) and headers, for WARC export."""
-    query: str | None = None
-    """Text to score pages against (BM25); the frontier then goes best-first."""
-    device: str = "auto"
-    """Where scoring runs: ``auto`` (a CUDA GPU when present), ``cpu`` or ``gpu``."""
-    quiet: bool = False
-    """Log warnings and errors only; no summary."""
-    verbose: bool = False
-    """Log every fetch."""
-    progress: bool = True
-    """Show a progress bar when stdout is a terminal."""
-    stats_json: str | None = None
-    """Write the final report here as JSON (for scripts and monitoring)."""
-    metrics_port: int | None = None
-    """Serve Prometheus metrics on this port while crawling (``/metrics``)."""
-    metrics_host: str = "127.0.0.1"
-    """Address the metrics endpoint listens on (``0.0.0.0``: every interface)."""
-    log_file: str | None = None
-    """Append the log to this file instead of stderr."""
-    log_format: str = "text"
-    """``text`` (one line per event) or ``json`` (one JSON object per line)."""
+    Each field's ``metadata`` is its one description: the ``crawl`` command's option (its
+    flag, type, default and help: ``crawler.cli.options``) and the flag table of
+    ``docs/cli.md`` (``python -m crawler.cli.reference``) are made from it. ``flags()``
+    lists them."""
+
+    db: str = _setting(
+        "crawl.db",
+        "SQLite file the crawl writes to (created if missing), or "
+        "a postgresql:// DSN: a frontier shared by many crawl processes.",
+    )
+    max_pages: int | None = _setting(
+        None, "Stop after this many pages were fetched (all statuses)."
+    )
+    max_depth: int | None = _setting(None, "Follow links at most this deep (seeds are 0).")
+    concurrency: int = _setting(16, "Requests in flight at once, across all hosts.")
+    per_host: int = _setting(2, "Requests in flight at once to one host (host:port).")
+    delay: float = _setting(1.0, "Seconds between the starts of two requests to one host.")
+    scope: str = _setting(
+        "host",
+        "What to follow: the seeds' hosts, their domains (subdomains too), or anything.",
+        choices=SCOPES,
+    )
+    include: tuple[str, ...] = _setting(
+        (), "Regex searched in a URL; when given, a URL must match one to be followed (repeatable)."
+    )
+    exclude: tuple[str, ...] = _setting(
+        (), "Regex searched in a URL; a URL matching one is not followed (repeatable)."
+    )
+    user_agent: str = _setting(
+        DEFAULT_USER_AGENT,
+        "Sent with every request; its product token selects the robots.txt group.",
+    )
+    workers: int | None = _setting(None, "Parse processes.", shown="number of CPUs")
+    ignore_robots: bool = _setting(False, "Do not obey robots.txt (only for sites you own).")
+    max_crawl_delay: float = _setting(30.0, "Cap on a robots.txt Crawl-delay (seconds).")
+    max_delay: float = _setting(
+        60.0, "Most seconds between request starts to a host that is slow or failing."
+    )
+    sitemaps: bool = _setting(
+        True,
+        "Do not read sitemaps (robots.txt Sitemap: lines, else /sitemap.xml) for more URLs.",
+        flag="--no-sitemaps",
+    )
+    retries: int = _setting(
+        2, "Retries of a URL after a timeout, a connection error or 408/429/500/502/503/504."
+    )
+    allow_private: bool = _setting(
+        False,
+        "Allow private, loopback and link-local addresses "
+        "beyond the seeds' origins (SSRF guard off).",
+    )
+    max_pages_per_host: int | None = _setting(None, "Fetch at most this many pages per host.")
+    max_outlinks: int = _setting(10_000, "Outlinks kept per page (the first in document order).")
+    max_url_length: int = _setting(2048, "Longer URLs are skipped as traps.")
+    template_budget: int = _setting(
+        12,
+        "Pages of one URL template (/cal/N/N: numbers as N) "
+        "that may repeat what its pages said before (and more "
+        "than say something new) before the template is closed: "
+        "its URLs not fetched, its pages' links not followed "
+        "(an endless calendar, a soft 404); 0: no limit.",
+    )
+    timeout: float = _setting(
+        60.0, "Seconds one whole fetch may take: redirects, body and decoding included."
+    )
+    connect_timeout: float = _setting(10.0, "Seconds to establish a connection.")
+    max_body_bytes: int = _setting(
+        10 * 1024 * 1024,
+        "Largest body read (decompressed bytes); a larger response fails as too-large.",
+    )
+    max_redirects: int = _setting(
+        20, "Redirect hops followed per URL (as browsers, Scrapy and wget)."
+    )
+    parse_timeout: float = _setting(
+        5.0,
+        "Seconds a page's parse may take: a longer one is "
+        "abandoned (its parse worker replaced) and the page "
+        "stored with error parse-timeout.",
+    )
+    max_time: float | None = _setting(
+        None,
+        "End the run cleanly after this long: it stops taking work and stores what is in flight.",
+        duration=True,
+    )
+    every: float | None = _setting(
+        None,
+        "Run again and again, one run starting every this "
+        "long, re-reading SEEDS each time: a schedule for hosts "
+        "without cron (each run is recorded).",
+        duration=True,
+    )
+    recrawl_after: float = _setting(
+        86_400.0,
+        "A fetched page is due again after this long "
+        "(a later run refetches it with a conditional GET); "
+        "then the interval adapts: doubled while unchanged, "
+        "halved on change.",
+        duration=True,
+        shown="1d",
+    )
+    max_interval: float = _setting(
+        30 * 86_400.0,
+        "Longest recrawl interval an unchanged "
+        "page grows to; a page fetched longer ago is due (0: "
+        "every page is due now).",
+        duration=True,
+        shown="30d",
+    )
+    lease_ttl: float = _setting(
+        30.0,
+        "PostgreSQL: seconds a process's hold on a host lasts "
+        "without renewal; a dead process's hosts go to the others "
+        "after this.",
+    )
+    store_body: bool = _setting(
+        False,
+        "Keep each response's raw body (compressed) and headers, for crawl export --format warc.",
+    )
+    query: str | None = _setting(
+        None,
+        "Score every page against this text (BM25) and crawl "
+        "best-first: links of relevant pages, and links whose "
+        "anchor text has query words, go first.",
+    )
+    device: str = _setting(
+        "auto", "Where scoring runs: auto (a CUDA GPU when present), cpu or gpu.", choices=DEVICES
+    )
+    quiet: bool = _setting(False, "Log warnings and errors only; no summary.", short="-q")
+    verbose: bool = _setting(False, "Log every fetch.", short="-v")
+    progress: bool = _setting(
+        True,
+        "No progress bar (it is shown when standard output is a terminal).",
+        flag="--no-progress",
+    )
+    stats_json: str | None = _setting(
+        None, "Write the final report to this file as JSON (for scripts and monitoring)."
+    )
+    metrics_port: int | None = _setting(
+        None, "Serve Prometheus metrics on this port (/metrics) while crawling."
+    )
+    metrics_host: str = _setting(
+        "127.0.0.1", "Address --metrics-port listens on (0.0.0.0: every interface)."
+    )
+    log_file: str | None = _setting(None, "Append the log to this file instead of standard error.")
+    log_format: str = _setting(
+        "text", "Log lines as text, or as JSON objects (one a line).", choices=LOG_FORMATS
+    )
     _compiled: tuple[tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]] = field(
         default=((), ()), init=False, repr=False, compare=False
     )
@@ -149,7 +248,7 @@ class Settings:
                 raise ConfigError(f"--{_flag(name)} must be a duration ≥ 0, got {value!r}")
         if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
             raise ConfigError(f"--metrics-port must be 1-65535, got {self.metrics_port}")
-        if self.log_format not in ("text", "json"):
+        if self.log_format not in LOG_FORMATS:
             raise ConfigError(f"--log-format must be text or json, got {self.log_format!r}")
         if not isinstance(self.template_budget, int) or self.template_budget < 0:
             raise ConfigError(f"--template-budget must be ≥ 0, got {self.template_budget!r}")
@@ -157,7 +256,7 @@ class Settings:
             value = getattr(self, name)
             if value is not None and value < (0 if name == "max_depth" else 1):
                 raise ConfigError(f"--{_flag(name)} must be positive, got {value}")
-        if self.device not in ("auto", "cpu", "gpu"):
+        if self.device not in DEVICES:
             raise ConfigError(f"--device must be auto, cpu or gpu, got {self.device!r}")
         if self.query is not None and not self.query.strip():
             raise ConfigError("--query must not be empty")
@@ -188,13 +287,18 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     @classmethod
+    def flags(cls) -> list[Flag]:
+        """Every setting as a command-line flag, in the fields' order."""
+        return [_as_flag(f) for f in fields(cls) if f.init]
+
+    @classmethod
     def from_mapping(cls, values: Mapping[str, Any], source: str = "settings") -> Settings:
         """Build from a mapping with flag-like keys; unknown keys are a ``ConfigError``."""
         known = {f.name for f in fields(cls) if f.init}
         clean: dict[str, Any] = {}
         for key, value in values.items():
             name = key.replace("-", "_")
-            if name in ("no_progress", "no_sitemaps"):
+            if name.startswith("no_") and name[3:] in _NEGATED:
                 name, value = name[3:], not value
             if name not in known:
                 raise ConfigError(f"{source}: unknown setting {key!r}")
@@ -216,6 +320,32 @@ class Settings:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
         return cls.from_mapping(data.get("crawl", data), source=str(path))
+
+
+_NEGATED = frozenset(("progress", "sitemaps"))
+"""Fields on by default whose flag turns them off (``--no-progress``, ``no-sitemaps = true``
+in a config file)."""
+
+
+def _as_flag(spec: dataclasses.Field[Any]) -> Flag:
+    meta, default, kind = spec.metadata, spec.default, "text"
+    annotation = str(spec.type)
+    if meta["duration"]:
+        kind = "duration"
+    elif meta["choices"]:
+        kind = "choice"
+    elif annotation == "bool":
+        kind = "switch"
+    elif annotation.startswith("tuple"):
+        kind = "many"
+    elif annotation.startswith(("int", "float")):
+        kind = annotation.partition(" ")[0]
+    shown = meta["shown"]
+    if shown is None and default is not None and kind not in ("switch", "many"):
+        shown = str(default)
+    return Flag(name=spec.name, flag=meta["flag"] or f"--{_flag(spec.name)}",
+                short=meta["short"], kind=kind, default=shown, help=meta["help"],
+                choices=meta["choices"])  # fmt: skip
 
 
 def _flag(name: str) -> str:

@@ -157,7 +157,8 @@ def test_every_setting_is_a_cli_flag_and_every_flag_a_setting() -> None:
     """Complements test_cli's list of flags: derived from the dataclass, both directions."""
     from crawler.cli import main
 
-    command = main.commands["crawl"]
+    command = main.get_command(None, "crawl")  # type: ignore[arg-type]
+    assert command is not None
     help_text = CliRunner().invoke(main, ["--help"]).output
     options = {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
     negated = {"progress", "sitemaps"}  # --no-progress, --no-sitemaps: the default is on

@@ -1,15 +1,15 @@
 """The ``crawl`` console script: starts the parse workers' fork server first, then the CLI.
 
-A crawl's first page waits for the fork server's preload (numba, lexbor: ~0.4 s of one
-core). Started here, before click and the crawler are imported, it is ready ~0.1 s earlier
-than when the command itself starts it (``crawler.cli`` still does, for other callers).
+A crawl's first page waits for the fork server's preload (numba, lexbor). Started here,
+before click and the commands are imported, it is ready sooner than when the command itself
+starts it (``crawler.cli.crawl`` still does, for other callers).
 Commands that never parse (``export``, ``rank``, ``runs``, ``stats``, ``--help``,
 ``--version``) start nothing; a crawl that stops on a usage error leaves a fork server that
 exits once its preload is done.
 
 A crawl ends with ``os._exit`` once everything is written, closed and flushed (``exit_now``):
-the interpreter's teardown (freeing every object one by one: 0.1-0.2 s after a
-10,000-page crawl) does nothing a finished crawl needs. Other commands exit normally.
+the interpreter's teardown (freeing every object one by one) does nothing a finished crawl
+needs. Other commands exit normally.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import sys
 import threading
 from typing import NoReturn
 
+from crawler.cli.tuning import BLAS_THREADS, GC_THRESHOLD
+
 _OTHER_COMMANDS = frozenset({"export", "rank", "runs", "stats"})
 _NO_RUN = frozenset({"-h", "--help", "--version"})
 
@@ -32,38 +34,23 @@ def crawls(args: list[str]) -> bool:
     return bool(args) and args[0] not in _OTHER_COMMANDS and _NO_RUN.isdisjoint(args)
 
 
-GC_THRESHOLD = (50_000, 20, 10)
-"""The collector's thresholds for a process the crawl owns (Python's first: 700 allocations),
-from the command's start: importing the crawler and aiohttp allocates ~100,000 objects and
-frees few, so the default collects ~150 times, and ever larger generations, for nothing:
-0.305 -> 0.258 s of CPU for aiohttp's import alone (median of 12). A crawl keeps them
-(``crawler.cli.runner.tune_gc``)."""
-
-
-BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
-"""Set (unless the user set it) before anything imports numpy: numpy's OpenBLAS starts a
-thread per extra core at import, which spins ~0.1 s waiting for work, and the crawl never
-calls BLAS. In the command and in its fork server that was ~0.2 s of CPU taken from the
-start-up, when the fork server's preload (which the first page waits for) and the command's
-imports share the cores: a one-page crawl 0.39-0.40 -> 0.32-0.34 s."""
-
-
 def main() -> None:
     gc.set_threshold(*GC_THRESHOLD)
     os.environ.setdefault(*BLAS_THREADS)
-    if not crawls(sys.argv[1:]):
-        from crawler.cli import main as cli
+    crawl = crawls(sys.argv[1:])
+    if crawl:
+        # The console script is nothing the workers need: importing it in the fork server
+        # (the crawler package with it) would only delay the preload the first page waits
+        # for. This process is still bare: the fork server can be a fork of it.
+        from crawler.pool.forkserver import prestart  # multiprocessing: only for a crawl
 
-        cli()
-        return
-    from crawler.pool.forkserver import prestart
-
-    # The console script is nothing the workers need: importing it in the fork server (the
-    # crawler package with it) would only delay the preload the first page waits for. This
-    # process is still bare: the fork server can be a fork of it (no interpreter start-up).
-    prestart(main=False, by_fork=True)
+        prestart(main=False, by_fork=True)
+    # click and the commands: only now, so that the fork server above starts first.
     from crawler.cli import main as cli
 
+    if not crawl:
+        cli()
+        return
     try:
         cli()  # click (standalone mode) ends every command with SystemExit
     except SystemExit as exc:

@@ -11,6 +11,7 @@ import time
 from types import TracebackType
 from typing import Any
 
+from crawler.cli.format import report_lines
 from crawler.report import CrawlReport, Progress
 
 log = logging.getLogger("crawler.cli.progress")
@@ -84,8 +85,6 @@ class ProgressView:
             )  # fmt: skip
 
     def summary(self, report: CrawlReport) -> None:
-        from crawler.cli import report_lines
-
         if not self.tty:
             for line in report_lines(report):
                 print(line)
