@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,45 @@ def test_missing_and_empty_seed_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         read_seeds(tmp_path / "bin.txt")
     assert parse_seeds(["http://a.com/"]) == ["http://a.com/"]
+
+
+# -- one description per flag ------------------------------------------------------------------
+def test_every_field_is_a_flag_with_a_kind_a_help_and_its_own_default() -> None:
+    flags = {flag.name: flag for flag in Settings.flags()}
+    assert set(flags) == {f.name for f in dataclasses.fields(Settings) if f.init}
+    defaults = Settings()
+    for flag in flags.values():
+        assert flag.help.strip().endswith("."), flag.name
+        assert flag.kind in ("int", "float", "text", "duration", "choice", "switch", "many")
+        value = getattr(defaults, flag.name)
+        if flag.kind in ("int", "float", "text", "choice") and value is not None and flag.name != "workers":
+            assert flag.default == str(value), flag.name  # shown as the field holds it
+    assert flags["sitemaps"].flag == "--no-sitemaps" and flags["sitemaps"].negates
+    assert flags["quiet"].short == "-q" and flags["scope"].choices == ("host", "domain", "any")
+    assert flags["recrawl_after"].kind == "duration" and flags["recrawl_after"].default == "1d"
+    assert Settings(recrawl_after="1d").recrawl_after == 86_400.0  # type: ignore[arg-type]
+    assert Settings(max_interval="30d").max_interval == defaults.max_interval  # type: ignore[arg-type]
+
+
+def test_crawl_help_shows_each_field_help_and_default() -> None:
+    from click.testing import CliRunner
+
+    from crawler.cli import main
+
+    text = " ".join(CliRunner().invoke(main, ["--help"], terminal_width=10_000).output.split())
+    for flag in Settings.flags():
+        assert flag.flag in text
+        assert " ".join(flag.help.split()) in text, flag.name
+        if flag.default is not None:
+            assert f"[default: {flag.default}]" in text, flag.name
+
+
+def test_negated_and_repeatable_flags_reach_their_fields(tmp_path: Path) -> None:
+    from crawler.cli.runner import settings_from
+
+    config = tmp_path / "crawl.toml"
+    config.write_text("per-host = 3\nsitemaps = true\n")
+    given = {"no_sitemaps": True, "no_progress": None, "include": ("/a", "/b"), "per_host": None}
+    settings = settings_from(config, given)
+    assert (settings.sitemaps, settings.progress) == (False, True)
+    assert (settings.include, settings.per_host) == (("/a", "/b"), 3)  # the file's, not given
