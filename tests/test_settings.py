@@ -124,3 +124,13 @@ def test_negated_and_repeatable_flags_reach_their_fields(tmp_path: Path) -> None
     settings = settings_from(config, given)
     assert (settings.sitemaps, settings.progress) == (False, True)
     assert (settings.include, settings.per_host) == (("/a", "/b"), 3)  # the file's, not given
+
+
+def test_the_docs_flag_table_is_the_one_settings_makes() -> None:
+    """docs/cli.md's flag table is generated (python -m crawler.cli.reference): a field
+    added, renamed or re-described without regenerating it fails here."""
+    from crawler.cli.reference import DOC, render, table
+
+    document = DOC.read_text(encoding="utf-8")
+    assert render(document) == document, "run: python -m crawler.cli.reference"
+    assert table().count("\n| `--") == len(Settings.flags()) + 1  # and --config

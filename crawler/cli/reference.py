@@ -22,7 +22,7 @@ _VALUES = {"int": "N", "float": "S", "text": "TEXT", "duration": "DURATION", "ma
 def table() -> str:
     """The markdown table: flag, default, meaning; one row per setting, in field order."""
     rows = ["| Flag | Default | Meaning |", "| --- | --- | --- |"]
-    rows += [f"| {_usage(flag)} | {_cell(flag.default or '')} | {_cell(flag.help)} |"
+    rows += [f"| {_cell(_usage(flag))} | {_cell(flag.default or '')} | {_cell(flag.help)} |"
              for flag in Settings.flags()]  # fmt: skip
     rows.append("| `--config FILE` | | TOML file with the same keys as these flags; flags win. |")
     return "\n".join(rows)
