@@ -1,21 +1,45 @@
-"""The crawler's exception tree. Every error the crawler raises on purpose is a ``CrawlerError``.
+"""The crawler's exception tree: every error the crawler raises on purpose is a ``CrawlerError``,
+and every class of it is defined here.
 
 ```
 CrawlerError
-├── ConfigError        bad settings, seeds file, flags              → CLI exit 2
-├── FetchError(url)    raised only in fetch.py, chained to the HTTP client's/OS cause
-│   ├── FetchTimeout                                                 slows the host
-│   ├── ConnectFailed  refused, reset, TLS failure                   slows the host
-│   ├── TooLarge
-│   ├── Blocked        the SSRF guard refused the address
-│   ├── DNSFailed                                                    slows the host
-│   └── BadResponse    truncated or malformed (slows the host), broken encoding, redirect
-│                      loop, too many redirects (the site's choice: does not)
-├── ParseError         a worker could not parse a page (crosses the process pool)
-│   └── ParseTimeout   the parse took longer than ``--parse-timeout``: abandoned
-└── StorageError       the database failed                           → CLI exit 1
+├── ConfigError          bad settings, seeds file, flags                 → CLI exit 2
+│   └── DeviceError      an unknown --device, or one this machine lacks (also a ValueError)
+│       └── GPUUnavailableError   --device gpu without a usable CUDA device
+├── DatabaseLocked       another live crawl holds the database           → CLI exit 75
+├── FetchError(url)      what a fetch ended in; raised only by crawler.net.fetch
+│   ├── FetchTimeout                                                      slows the host
+│   ├── ConnectFailed    refused, reset, TLS failure                      slows the host
+│   ├── TooLarge         the body (raw or decoded) is over --max-body-bytes
+│   ├── Blocked          the SSRF guard refused the address
+│   ├── DNSFailed                                                         slows the host
+│   └── BadResponse      truncated or malformed (slows the host), broken encoding,
+│                        redirect loop, too many redirects (the site's choice: does not)
+├── HTTPError            the HTTP client's and the decoder's (crawler.net): internal,
+│   │                    mapped to a FetchError by ``Fetcher.fetch``
+│   ├── ConnectError     no connection (also carries a BlockedAddress as its cause)
+│   │   └── ResolveError the name did not resolve
+│   ├── ConnectTimeout   no connection within --connect-timeout (also a TimeoutError)
+│   ├── ProtocolError    a response HTTP/1.1 cannot frame, a URL it cannot send
+│   │   └── IncompleteBody   the connection ended inside the body
+│   ├── BodyTooLarge     the body, raw or decoded, is over the request's cap
+│   └── BadEncoding      a Content-Encoding that cannot be decoded (also a ValueError)
+├── BlockedAddress       the resolver found only refused addresses (also an OSError, as
+│                        resolvers fail; crawler.net.guard)
+├── ParseError           a worker could not parse a page (crosses the process pool)
+│   └── ParseTimeout     the parse took longer than --parse-timeout: abandoned
+└── StorageError         the database failed                              → CLI exit 1
 ```
-Anything else escaping the engine is a bug and fails the crawl loudly.
+
+Foreign exceptions enter the tree at one boundary each:
+- OSError, TimeoutError, ssl errors and httptools' parser errors: in the HTTP client
+  (``crawler.net.http``), as ``HTTPError``s, which ``Fetcher.fetch`` maps to ``FetchError``s;
+- ``storage.base.StoreError`` (storage imports nothing of the crawler): in the engine, as
+  ``StorageError``; the read-only commands (``crawl export``...) report it as a usage error;
+- a worker's exception: in the parse pool, as ``ParseError``.
+Anything else escaping the engine is a bug and fails the crawl loudly. The public ones are
+those in ``crawler.__all__``: ``CrawlerError``, ``ConfigError``, ``FetchError``,
+``ParseError``, ``StorageError``.
 
 ``FetchError.slows_host``: whether the failure is the server's distress (it cannot keep up,
 or its network fails), which makes the host's pace back off. The crawler's own refusals and
@@ -24,6 +48,8 @@ a site's odd but well-delivered answers never slow a host down.
 
 from __future__ import annotations
 
+import errno
+
 
 class CrawlerError(Exception):
     """Base of every error the crawler raises deliberately."""
@@ -31,6 +57,18 @@ class CrawlerError(Exception):
 
 class ConfigError(CrawlerError):
     """Bad input from the user: a flag, a settings file, a seeds file. The message names it."""
+
+
+class DeviceError(ConfigError, ValueError):
+    """A bad ``device`` argument: unknown name, or a device this machine lacks (CLI exit 2)."""
+
+
+class GPUUnavailableError(DeviceError):
+    """``device="gpu"`` was asked for but no CUDA device can be used."""
+
+
+class DatabaseLocked(CrawlerError):
+    """Another live crawl is using the database (CLI exit code 75, ``EX_TEMPFAIL``)."""
 
 
 class FetchError(CrawlerError):
@@ -74,6 +112,65 @@ class DNSFailed(FetchError):
 
 class BadResponse(FetchError):
     reason = "bad-response"
+
+
+class HTTPError(CrawlerError):
+    """The HTTP client or the body decoder failed (``crawler.net``); never leaves a fetch."""
+
+
+class ConnectError(HTTPError):
+    """No connection could be made or kept (refused, reset, TLS, a refused address)."""
+
+
+class ResolveError(ConnectError):
+    """The host name did not resolve."""
+
+
+class ConnectTimeout(HTTPError, TimeoutError):
+    """No connection within the connect timeout."""
+
+
+class ProtocolError(HTTPError):
+    """The response broke HTTP/1.1 framing, or the URL cannot be sent."""
+
+
+class IncompleteBody(ProtocolError):
+    """The connection closed before the body's end."""
+
+
+class BodyTooLarge(HTTPError):
+    """The body, as received or once decoded, is over its cap (``limit`` bytes)."""
+
+    def __init__(self, limit: int, *, decoded: bool = False) -> None:
+        super().__init__(f"body exceeds {limit} bytes" + (" (decompressed)" if decoded else ""))
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_body_too_large, (self.limit, str(self).endswith("(decompressed)")))
+
+
+def _body_too_large(limit: int, decoded: bool) -> BodyTooLarge:
+    return BodyTooLarge(limit, decoded=decoded)
+
+
+class BadEncoding(HTTPError, ValueError):
+    """The body cannot be decoded (unknown coding, corrupt or truncated stream)."""
+
+
+class BlockedAddress(CrawlerError, OSError):
+    """A host resolved only to addresses the crawler must not connect to.
+
+    An ``OSError`` as a resolver's failures are: the HTTP client raises a ``ConnectError``
+    caused by it; ``crawler.net.guard.blocked_reason`` finds it again."""
+
+    def __init__(self, host: str, reason: str, address: str) -> None:
+        OSError.__init__(self, errno.EACCES, f"blocked {reason} address {address} for {host}")
+        self.host = host
+        self.reason = reason
+        self.address = address
+
+    def __reduce__(self) -> tuple[type[BlockedAddress], tuple[str, str, str]]:
+        return (BlockedAddress, (self.host, self.reason, self.address))
 
 
 class ParseError(CrawlerError):

@@ -12,11 +12,9 @@ import contextlib
 import fcntl
 import os
 
-from crawler.errors import CrawlerError
+from crawler.errors import DatabaseLocked
 
-
-class DatabaseLocked(CrawlerError):
-    """Another live crawl is using the database (CLI exit code 75, ``EX_TEMPFAIL``)."""
+__all__ = ["DatabaseLocked", "RunLock"]
 
 
 class RunLock:

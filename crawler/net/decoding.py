@@ -20,6 +20,8 @@ from __future__ import annotations
 import zlib
 from typing import Protocol
 
+from crawler.errors import BadEncoding, BodyTooLarge
+
 MAX_CODINGS = 5
 """Codings one response may stack (curl's limit; browsers know no use for more)."""
 _STEP_BYTES = 64 * 1024  # most output one decoder step may produce
@@ -28,17 +30,9 @@ _ZSTD_INPUT_STEP = (
 )
 
 
-class BadEncoding(ValueError):
-    """The body cannot be decoded (unknown coding, corrupt or truncated stream)."""
-
-
-class BodyTooLarge(ValueError):
-    """The decoded body would exceed the cap."""
-
-
 def _check(out: bytearray, limit: int) -> None:
     if len(out) > limit:
-        raise BodyTooLarge("body exceeds the size cap (decompressed)")
+        raise BodyTooLarge(limit, decoded=True)
 
 
 class _Decoder(Protocol):
@@ -188,7 +182,7 @@ class BodyDecoder:
     def _count(self, data: bytes) -> bytes:
         self.size += len(data)
         if self.size > self._max_bytes:
-            raise BodyTooLarge(f"body exceeds {self._max_bytes} bytes (decompressed)")
+            raise BodyTooLarge(self._max_bytes, decoded=True)
         return data
 
 

@@ -34,7 +34,6 @@ the crawl's client reads no proxy settings, so no proxy is configured behind its
 from __future__ import annotations
 
 import asyncio
-import errno
 import ipaddress
 import logging
 import socket
@@ -42,6 +41,8 @@ from collections.abc import Callable, Iterable
 from typing import Protocol, TypedDict
 
 import ada_url
+
+from crawler.errors import BlockedAddress
 
 __all__ = [
     "BlockedAddress",
@@ -374,22 +375,6 @@ def check_url_host(url: str, allowed: HostAllowed) -> str | None:
     if allowed(scheme, canonical_host(hostname), port):
         return None
     return classify_address(address)
-
-
-class BlockedAddress(OSError):
-    """A host resolved only to addresses the crawler must not connect to.
-
-    The HTTP client raises a ``ConnectError`` caused by it; ``blocked_reason`` finds it again.
-    """
-
-    def __init__(self, host: str, reason: str, address: str) -> None:
-        super().__init__(errno.EACCES, f"blocked {reason} address {address} for {host}")
-        self.host = host
-        self.reason = reason
-        self.address = address
-
-    def __reduce__(self) -> tuple[type[BlockedAddress], tuple[str, str, str]]:
-        return (BlockedAddress, (self.host, self.reason, self.address))
 
 
 def blocked_reason(exc: BaseException) -> str | None:

@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit, prange
 
-from crawler.errors import ConfigError
+from crawler.errors import DeviceError, GPUUnavailableError
 from crawler.relevance import bm25
 from crawler.relevance.bm25 import DEVICES, K1, B, driver_present
 from parsers.tokens import TokenCounts
@@ -64,14 +64,6 @@ _FILTER_SHIFT = 32 - _FILTER_BITS  # top bits: FNV-1a's low bits are its weakest
 U32Array = npt.NDArray[np.uint32]
 I64Array = npt.NDArray[np.int64]
 F64Array = npt.NDArray[np.float64]
-
-
-class DeviceError(ConfigError, ValueError):
-    """A bad ``device`` argument: unknown name, or a device this machine lacks (CLI exit 2)."""
-
-
-class GPUUnavailableError(DeviceError):
-    """``device="gpu"`` was asked for but no CUDA device can be used."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,309 @@
+"""``HttpClient``: a crawl's HTTP/1.1 connections, their pool, name resolution and TLS.
+
+Owns: connections (at most ``limit`` open, idle ones reused per origin, least recently used
+closed first, none reused after ``KEEPALIVE_S`` idle), name resolution (through
+``GuardedResolver``, answers cached ``DNS_TTL_S``), connecting (RFC 8305 happy eyeballs,
+within the connect timeout) and TLS (verified against the system's CAs, SNI). Foreign
+errors (``OSError``, ``TimeoutError``, ``ssl`` errors) become ``HTTPError``s here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+import aiohappyeyeballs
+
+from crawler.errors import ConnectError, ConnectTimeout, ResolveError
+from crawler.net.guard import GuardedResolver, HostAllowed, Resolver
+from crawler.net.http.connection import Connection
+from crawler.net.http.framing import SECRET_HEADERS, request_head, split_url
+from crawler.net.http.response import Response
+
+KEEPALIVE_S = 15.0
+"""An idle connection older than this is closed instead of reused (aiohttp's default)."""
+DNS_TTL_S = 300.0
+HAPPY_EYEBALLS_DELAY_S = 0.25
+"""A host's next address is tried this long after the previous one (RFC 8305, as aiohttp)."""
+_DNS_CACHE_ENTRIES = 4096
+
+READ_BYTES = 256 << 10
+"""The most a socket read takes (uvloop's own read size)."""
+
+
+class HttpClient:
+    """A crawl's connections. Use ``async with``; ``get`` makes a request."""
+
+    def __init__(
+        self,
+        *,
+        limit: int,
+        connect_timeout: float,
+        headers: dict[str, str],
+        allowed: HostAllowed,
+        tls: Callable[[], ssl.SSLContext] = ssl.create_default_context,
+        resolver: Resolver | None = None,
+        credentials: Mapping[str, str] | None = None,
+    ) -> None:
+        """``resolver``: where names are looked up (the system's by default), always behind
+        the SSRF guard; ``tls``: makes the TLS context, on the first https connection;
+        ``credentials``: ``user:password`` (percent-encoded, as in a URL) by origin
+        (``http://host:port``), sent as Basic ``Authorization`` to that origin only."""
+        self.limit = max(1, limit)
+        self.connect_timeout = connect_timeout
+        for name, value in headers.items():
+            if "\r" in value or "\n" in value:
+                raise ValueError(f"a line break in the {name} header: {value[:200]!r}")
+        self._fixed = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        self._fixed_pairs = list(headers.items())
+        self._credentials = {
+            split_url(origin + "/")[:3]: userinfo
+            for origin, userinfo in (credentials or {}).items()
+        }
+        self._resolver = GuardedResolver(allowed, resolver)
+        self._make_tls = tls
+        self._tls: ssl.SSLContext | None = None
+        self._dns: dict[tuple[str, str, int], tuple[float, list[tuple[str, int]]]] = {}
+        """Answers by (scheme, host, port): what the guard let through depends on all three."""
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._lru: OrderedDict[Connection, None] = OrderedDict()
+        self._open: set[Connection] = set()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._closed = False
+        self._read_view = memoryview(bytearray(READ_BYTES))
+        """Where the event loop reads any of the connections' sockets (``Connection``)."""
+
+    async def __aenter__(self) -> HttpClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection (those in use too)."""
+        self._closed = True
+        for conn in list(self._open):
+            conn.close()
+        while self._waiters:  # each sees the client closed
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        self._idle.clear()
+        self._lru.clear()
+        await self._resolver.close()
+        await asyncio.sleep(0)  # let the transports' connection_lost run
+
+    async def get(
+        self, url: str, headers: dict[str, str] | None = None, *, cap: int, record: bool = False
+    ) -> Response:
+        """GET ``url`` (absolute, http or https, ASCII as a URL serialiser writes it); return
+        when the status and headers are in. The caller must ``release`` the response.
+        ``cap``: the most bytes of body to take; ``record``: keep the request's headers in
+        ``Response.request``."""
+        scheme, host, port, authority, target, userinfo = split_url(url)
+        key = (scheme, host, port)
+        if not userinfo and self._credentials:
+            userinfo = self._credentials.get(key, "")
+        request = request_head(target, authority, self._fixed, userinfo, headers)
+        for attempt in (0, 1):
+            conn, reused = await self._acquire(key, fresh=attempt > 0)
+            response = Response(conn, url, cap)
+            try:
+                await conn.send(request, response)
+            except ConnectError:
+                conn.close()
+                if reused and attempt == 0 and not conn.received:
+                    continue  # the server had closed it while idle: once more, on a new one
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if record:
+                response.request = self._request_pairs(authority, headers)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _request_pairs(
+        self, authority: str, headers: dict[str, str] | None
+    ) -> list[tuple[str, str]]:
+        """The request's headers as recorded (for WARC): all but credentials, which are
+        never kept (``Authorization``, ``Proxy-Authorization``, ``Cookie``)."""
+        pairs = [("Host", authority), *self._fixed_pairs]
+        if headers:
+            pairs += headers.items()
+        return [(k, v) for k, v in pairs if k.lower() not in SECRET_HEADERS]
+
+    # the pool
+    async def _acquire(
+        self, key: tuple[str, str, int], fresh: bool = False
+    ) -> tuple[Connection, bool]:
+        """An idle connection to ``key``'s origin (reused: True) or, always with ``fresh``, a
+        new one."""
+        if self._closed:
+            raise ConnectError("the client is closed")
+        reused = None if fresh else self._take_idle(key)
+        if reused is not None:
+            return reused, True
+        while len(self._open) >= self.limit:
+            if self._lru:  # make room: close the least recently used idle connection
+                oldest, _ = self._lru.popitem(last=False)
+                self._idle[oldest.key].remove(oldest)
+                oldest.close()
+                continue
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled: the room goes to the next
+                else:
+                    waiter.cancel()
+                raise
+            if self._closed:
+                raise ConnectError("the client is closed")
+            reused = None if fresh else self._take_idle(key)
+            if reused is not None:
+                return reused, True
+        conn = Connection(self, key)
+        self._open.add(conn)
+        try:
+            await self._connect(conn)
+        except BaseException:
+            self._lost(conn)
+            raise
+        if self._closed:  # closed while this one connected
+            conn.close()
+            raise ConnectError("the client is closed")
+        return conn, False
+
+    def _take_idle(self, key: tuple[str, str, int]) -> Connection | None:
+        """The most recently idle live connection to ``key``'s origin, if any; the stale ones
+        found on the way are closed."""
+        idle = self._idle.get(key)
+        if not idle:
+            return None
+        now = asyncio.get_running_loop().time()
+        while idle:
+            conn = idle.pop()
+            self._lru.pop(conn, None)
+            if not conn.closed and now - conn.idle_since < KEEPALIVE_S:
+                return conn
+            conn.close()
+        return None
+
+    def _release(self, conn: Connection) -> None:
+        if self._closed:
+            conn.close()
+            return
+        conn.idle_since = asyncio.get_running_loop().time()
+        self._idle.setdefault(conn.key, []).append(conn)
+        self._lru[conn] = None
+        self._wake_one()
+
+    def _lost(self, conn: Connection) -> None:
+        if conn in self._open:
+            self._open.discard(conn)
+            if self._lru.pop(conn, 0) is None:
+                idle = self._idle.get(conn.key)
+                if idle and conn in idle:
+                    idle.remove(conn)
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _connect(self, conn: Connection) -> None:
+        """Connect ``conn`` to one of its host's addresses: tried in the resolver's order, the
+        next one started ``HAPPY_EYEBALLS_DELAY_S`` after the last (a host whose first address
+        is unreachable is still reached), all within the connect timeout; then TLS."""
+        scheme, host, port = conn.key
+        loop = asyncio.get_running_loop()
+        tls = self._context() if scheme == "https" else None
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                addresses = await self._addresses(scheme, host, port)
+                infos = [
+                    (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "",
+                     (address, port, 0, 0) if family == socket.AF_INET6 else (address, port))
+                    for address, family in addresses
+                ]  # fmt: skip
+                try:
+                    sock = await aiohappyeyeballs.start_connection(
+                        infos, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S, interleave=1
+                    )
+                except OSError as exc:
+                    raise ConnectError(_describe(exc, host, port)) from exc
+                try:
+                    await loop.create_connection(
+                        lambda: conn,
+                        sock=sock,
+                        ssl=tls,
+                        # no brackets, no root label's dot: what certificates name
+                        server_hostname=host.strip("[]").rstrip(".") if tls is not None else None,
+                    )
+                except BaseException as exc:
+                    sock.close()
+                    if isinstance(exc, OSError):  # ssl.SSLError is one too
+                        raise ConnectError(_describe(exc, host, port)) from exc
+                    raise
+        except TimeoutError as exc:
+            raise ConnectTimeout(
+                f"no connection to {host}:{port} within {self.connect_timeout:g} s"
+            ) from exc
+
+    async def _addresses(self, scheme: str, host: str, port: int) -> list[tuple[str, int]]:
+        """(address, family) to try in order: the literal itself, or the guarded resolver's
+        answer (cached)."""
+        literal = host.strip("[]")
+        try:
+            ip = ipaddress.ip_address(literal)
+        except ValueError:
+            pass
+        else:
+            return [(literal, socket.AF_INET6 if ip.version == 6 else socket.AF_INET)]
+        now = asyncio.get_running_loop().time()
+        cached = self._dns.get((scheme, host, port))
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            results = await self._resolver.resolve(host, port, socket.AF_UNSPEC, scheme)
+        except UnicodeError as exc:  # a label longer than 63 characters, say
+            raise ResolveError(f"cannot resolve {host}: {exc}") from exc
+        except OSError as exc:
+            if getattr(exc, "reason", None) is not None:  # BlockedAddress
+                raise ConnectError(str(exc)) from exc
+            raise ResolveError(f"cannot resolve {host}: {exc}") from exc
+        addresses = [(result["host"], result["family"]) for result in results]
+        if not addresses:
+            raise ResolveError(f"cannot resolve {host}: no addresses")
+        if len(self._dns) >= _DNS_CACHE_ENTRIES:  # a broad crawl: forget what has expired
+            self._dns = {k: v for k, v in self._dns.items() if v[0] > now}
+        self._dns[(scheme, host, port)] = (now + DNS_TTL_S, addresses)
+        return addresses
+
+    def _context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = self._make_tls()
+        return self._tls
+
+
+def _describe(exc: OSError | None, host: str, port: int) -> str:
+    if exc is None:
+        return f"cannot connect to {host}:{port}"
+    return f"cannot connect to {host}:{port}: {exc.strerror or exc}"

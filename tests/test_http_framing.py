@@ -1,0 +1,113 @@
+"""crawler.net.http.framing on bytes alone (no socket, no event loop), from RFC 9112."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from crawler.errors import BodyTooLarge, ProtocolError
+from crawler.net.http.framing import (
+    MAX_HEADER_BYTES,
+    ResponseFraming,
+    basic_auth,
+    ends_at_close,
+    request_head,
+    split_url,
+)
+from crawler.net.http.response import Response
+
+
+def framed(*pieces: bytes, cap: int = 1 << 20) -> tuple[ResponseFraming, Response]:
+    framing, response = ResponseFraming(), Response(None, "http://e.com/", cap)
+    framing.begin(response)
+    for piece in pieces:
+        framing.feed(piece)
+    return framing, response
+
+
+def body(response: Response) -> bytes:
+    return asyncio.run(response.read())
+
+
+def test_a_content_length_body_completes_the_message() -> None:
+    framing, response = framed(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello")
+    assert framing.head_ready and framing.error is None and framing.keep_alive
+    assert (response.status, response.reason, response.version) == (200, "OK", "1.1")
+    assert response.complete and body(response) == b"hello"
+    assert response.headers == {"content-length": "5", "x-a": "1"}
+
+
+def test_split_at_every_byte_gives_the_same_response() -> None:
+    wire = (b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nSet-Cookie: a=1\r\n"
+            b"Set-Cookie: b=2\r\n\r\n4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\nT: x\r\n\r\n")  # fmt: skip
+    framing, response = framed(*(wire[i : i + 1] for i in range(len(wire))))
+    assert framing.error is None and response.complete
+    assert (response.status, response.reason) == (404, "Not Found")
+    assert body(response) == b"Wikipedia"
+    assert response.getall("set-cookie") == ["a=1", "b=2"]
+    assert "t" not in response.headers  # a trailer is not a header (RFC 9112 7.1.2)
+
+
+def test_interim_responses_are_skipped() -> None:
+    framing, response = framed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
+                               b"Link: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")  # fmt: skip
+    assert response.status == 200 and response.complete and "link" not in response.headers
+
+
+def test_connection_close_and_http_1_0_end_keep_alive() -> None:
+    framing, _ = framed(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+    assert framing.head_ready and not framing.keep_alive
+    framing, _ = framed(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+    assert not framing.keep_alive
+
+
+def test_a_body_without_length_ends_at_the_close() -> None:
+    framing, response = framed(b"HTTP/1.1 200 OK\r\n\r\npart")
+    assert framing.head_ready and not response.complete and ends_at_close(response)
+    _, no_body = framed(b"HTTP/1.1 304 Not Modified\r\n\r\n")
+    assert not ends_at_close(no_body)  # 304 has no body whatever its headers say (6.3)
+
+
+def test_a_malformed_status_line_is_an_error() -> None:
+    framing, response = framed(b"HTTP/1.1 2x0 OK\r\n\r\n")
+    assert isinstance(framing.error, ProtocolError) and not framing.head_ready
+
+
+def test_headers_over_the_cap_are_an_error() -> None:
+    many = b"".join(b"X-%d: %s\r\n" % (i, b"v" * 1000) for i in range(80))
+    framing, _ = framed(b"HTTP/1.1 200 OK\r\n" + many + b"\r\n")
+    assert isinstance(framing.error, ProtocolError) and "exceed" in str(framing.error)
+    endless = ResponseFraming()
+    endless.begin(Response(None, "http://e.com/", 100))
+    endless.feed(b"HTTP/1.1 200 OK\r\nX: ")
+    endless.feed(b"v" * (MAX_HEADER_BYTES + 1))  # one header that never ends
+    assert isinstance(endless.error, ProtocolError) and "without a body" in str(endless.error)
+
+
+def test_a_body_over_the_cap_fails_the_response_and_closes() -> None:
+    framing, response = framed(b"HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n" + b"x" * 20, cap=10)
+    assert framing.close_now and isinstance(response.error, BodyTooLarge)
+    assert response.error.limit == 10 and b"".join(response._chunks) == b""
+    with pytest.raises(BodyTooLarge):
+        body(response)
+
+
+def test_a_nul_in_a_header_value_is_refused() -> None:
+    framing, _ = framed(b"HTTP/1.1 200 OK\r\nX: a\x00b\r\nContent-Length: 0\r\n\r\n")
+    assert isinstance(framing.error, ProtocolError)
+
+
+def test_request_bytes_and_urls() -> None:
+    assert split_url("http://u:p%40@Example.COM:80/a?b#c") == (
+        "http", "example.com", 80, "example.com", "/a?b", "u:p%40")  # fmt: skip
+    assert split_url("https://[::1]:8443?q")[1:5] == ("[::1]", 8443, "[::1]:8443", "/?q")
+    for bad in ("ftp://e.com/", "http://e.com:0/", "http://e.com/a b", "http://é.com/"):
+        with pytest.raises(ProtocolError):
+            split_url(bad)
+    head = request_head("/x", "e.com", "User-Agent: t\r\n", "u:p", {"If-None-Match": '"1"'})
+    assert head == (b"GET /x HTTP/1.1\r\nHost: e.com\r\nUser-Agent: t\r\n"
+                    b"Authorization: Basic dTpw\r\nIf-None-Match: \"1\"\r\n\r\n")  # fmt: skip
+    assert basic_auth("a%3Ab:c") == "Basic YTpiOmM="
+    with pytest.raises(ProtocolError, match="line break"):
+        request_head("/", "e.com", "", "", {"X": "a\r\nY: b"})
