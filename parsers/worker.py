@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from types import ModuleType
 from typing import Any
 
 from parsers import wire
@@ -22,22 +23,25 @@ from parsers.page import Page, ParseFailure, ParseJob
 from parsers.ring import SharedRing
 
 
-def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
-    """``parsers.html.parse_batch``, imported here in the worker: the main process submits
-    this function and so never imports the parser and its numba kernels."""
-    from parsers.html import parse_batch as parse
+def kernels() -> ModuleType:
+    """``parsers.kernels``: the parser and the numba kernels, loaded on first use, where pages
+    are parsed. The crawl process imports this module for the functions it sends by name
+    (``parse_batch``), and so never loads them for a worker's sake."""
+    from parsers import kernels as loaded  # lexbor and numba: only where pages are parsed
 
-    return parse(jobs)
+    return loaded
+
+
+def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
+    """``parsers.html.parse_batch``, run where the pool sends it (a worker)."""
+    return kernels().parse_batch(jobs)
 
 
 def text_terms(text: str, query: tuple[int, ...]) -> tuple[bytes, int, int, tuple[int, ...]]:
     """``parsers.tokens.page_terms`` of a text as a plain tuple (blob, token length, SimHash,
     query counts): for a page the crawl process parsed itself (``parse_document``), which
     unpickles this without importing ``parsers.tokens`` and so numba."""
-    from parsers.tokens import page_terms
-
-    terms = page_terms(text, query)
-    return terms.blob, terms.length, terms.simhash, terms.query_tf
+    return kernels().text_terms(text, query)
 
 
 def serve(
@@ -112,9 +116,7 @@ def init_worker(extract: Callable[[Any, str], Any] | None = None) -> None:
     gc.enable()  # whatever the fork server's preload left (it loads with it off)
     _exit_with_parent()
     if extract is not None:
-        from parsers import html
-
-        html.set_extract(extract)
+        kernels().html.set_extract(extract)
 
 
 WORKER_NICE = 10
@@ -196,19 +198,6 @@ def _exit_with_parent(poll_s: float = 1.0) -> None:
 
 def warm_up() -> int:
     """Imports are done, lexbor loaded and the numba kernels compiled or loaded from their
-    cache before the first real batch; returns the pid."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    from parsers.kernel_cache import quick_cache_loads
-
-    with quick_cache_loads():  # the kernels' machine code, without numba's compiler set-up
-        import parsers.html  # noqa: F401  # here, not in each worker's first batch
-        from parsers.hrefs import resolve_all
-        from parsers.links import Resolver
-        from parsers.tokens import page_terms
-
-        LexborHTMLParser("<p>warm</p>").css_first("p")
-        resolve_all(Resolver("http://warm.up/a/"), ["../b#c", "/d"])
-        page_terms("warm up the kernels", (1,))
-        page_terms("warm up the kernels")
+    cache before the first real batch (``parsers.kernels``); returns the pid."""
+    kernels().warm_up()
     return os.getpid()

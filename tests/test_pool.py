@@ -496,7 +496,7 @@ def test_replies_are_read_whatever_the_pipe_cuts_them_into(
     import pickle
     import random
 
-    from crawler.pool import parse_pool as pool_module
+    from crawler.pool import workers as pool_module
 
     monkeypatch.setattr(pool_module, "_KEEP_BYTES", 2 << 20)
 
@@ -506,9 +506,9 @@ def test_replies_are_read_whatever_the_pipe_cuts_them_into(
         def _answered(self, worker: object, payload: memoryview) -> None:
             answered.append(pickle.loads(payload))
 
-    worker = pool_module._Worker.__new__(pool_module._Worker)
+    worker = pool_module.Worker.__new__(pool_module.Worker)
     worker.pool = Pool()  # type: ignore[assignment]
-    reader = pool_module._ReplyReader(worker)
+    reader = pool_module.ReplyReader(worker)
     values: list[object] = [b"", "x" * 10, b"y" * (3 << 20), list(range(1000)), "z"]
     stream = bytearray()
     for i, value in enumerate(values):

@@ -33,7 +33,8 @@ from crawler.frontier.hosts import FetchJob, Frontier
 from crawler.net.fetch import FetchResult
 from crawler.policy.recrawl import CHANGED, FAILED, FIRST, UNCHANGED, next_interval
 from crawler.policy.traps import TemplateBudget, url_template
-from crawler.pool.parse_pool import ParsePool, costly
+from crawler.pool.here import costly
+from crawler.pool.parse_pool import ParsePool
 from crawler.relevance.neardup import NearDuplicates
 from crawler.settings import Settings
 from parsers.html import new_links, parse_document, resolve_each

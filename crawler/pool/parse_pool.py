@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import multiprocessing
-import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
@@ -56,6 +54,8 @@ from typing import Any, TypeVar
 from crawler.errors import CrawlerError, ParseError, ParseTimeout
 from crawler.pool.forkserver import context as _context
 from crawler.pool.forkserver import without_main
+from crawler.pool.here import IN_PROCESS_WHY, run_here
+from crawler.pool.workers import Reply, ReplyReader, Request, Worker, join, load, widen_pipe
 from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
 from parsers.ring import HEADER_BYTES as RING_HEADER_BYTES
@@ -67,183 +67,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-_PIPE_BYTES = 1 << 20
 _START_WAIT_S = 10.0
 """How long a closing pool waits for workers still being forked (the fork server's
 preload is ~0.4 s when it is new)."""
-
-
-def _widen_pipe(connection: Connection) -> None:
-    """Give a pipe 1 MiB of buffer (Linux ``F_SETPIPE_SZ``; default 64 KiB).
-
-    A batch is ~0.5 MB each way (bodies out, text and tokens back): with 64 KiB a worker
-    blocks in ``write`` after every 64 KiB until the loop reads. Best effort: a kernel may
-    refuse the size (``/proc/sys/fs/pipe-max-size``)."""
-    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if setpipe is not None:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(connection.fileno(), setpipe, _PIPE_BYTES)
 
 
 RING_BYTES = 4 << 20
 """Each direction of a worker's traffic goes through a ring of this size (``parsers.ring``):
 a batch of the benchmark site's pages is ~0.9 MB each way, so a ring holds the ~3 batches a
 busy worker has outstanding; a message that finds no room goes through the pipe."""
-
-_FRAME = wire.FRAME
-_LONG_FRAME = wire.LONG_FRAME
-_frame = wire.frame
-
-
-Reply = Callable[[bool, Any], None]
-"""Called with ``(True, result)`` or ``(False, exception)`` when a request is answered."""
-
-
-class _Request:
-    __slots__ = ("args", "function", "on_timeout", "parts", "reply")
-
-    def __init__(
-        self,
-        parts: list[bytes | memoryview],
-        reply: Reply,
-        function: Callable[..., Any],
-        args: tuple[Any, ...],
-        on_timeout: Callable[[], None] | None = None,
-    ) -> None:
-        self.parts = parts
-        """The message (``parsers.wire.encode``): placed when sent, again if sent again."""
-        self.reply = reply
-        self.function = function
-        self.args = args
-        """What the message says: run here instead when the workers are gone."""
-        self.on_timeout = on_timeout
-        """Called instead of ``reply`` when a worker spent the pool's ``timeout_s`` on it."""
-
-
-class _Worker:
-    """One worker process, the transport of its request pipe, its outstanding requests."""
-
-    def __init__(
-        self,
-        pool: ParsePool,
-        process: multiprocessing.process.BaseProcess,
-        rings: tuple[Ring, Ring] | None = None,
-    ) -> None:
-        self.pool = pool
-        self.process = process
-        self.requests: asyncio.WriteTransport | None = None
-        self.replies: asyncio.ReadTransport | None = None
-        self.outstanding: deque[_Request] = deque()
-        self.dead = False
-        self.timer: asyncio.TimerHandle | None = None
-        """Fires ``timeout_s`` after the worker began its oldest outstanding request."""
-        self.request_ring: Ring | None = rings[0] if rings is not None else None
-        self.reply_ring: Ring | None = rings[1] if rings is not None else None
-
-    def send(self, request: _Request) -> None:
-        assert self.requests is not None
-        frame = _frame(wire.place(request.parts, self.request_ring))
-        self.outstanding.append(request)  # only once its message is made: replies pair in order
-        self.requests.writelines(frame)
-        if self.timer is None:
-            self.pool._arm(self)
-
-    def close(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        for transport in (self.requests, self.replies):
-            if transport is not None:
-                transport.close()
-        for ring in (self.request_ring, self.reply_ring):
-            if ring is not None:
-                ring.close()
-        self.request_ring = self.reply_ring = None
-
-
-class _ReplyReader(asyncio.BufferedProtocol):
-    """Reads a worker's framed replies off its pipe and hands each to the pool.
-
-    The pipe is read into one buffer that the reader keeps and reuses (``get_buffer`` /
-    ``buffer_updated``: uvloop reads straight into it), and a frame is unpickled from a view
-    of it: a ~1 MB reply is copied once, by the kernel. With ``data_received`` each read
-    came as a new ``bytes`` (a copy), appended to a growing ``bytearray`` (another, plus
-    its reallocations): ~4 % of the event loop's CPU in a 10,000-page crawl (``perf``).
-    asyncio's own pipe transport knows no buffered protocol: it calls ``data_received``,
-    which copies into the same buffer."""
-
-    def __init__(self, worker: _Worker) -> None:
-        self._worker = worker
-        self._buffer = bytearray(_READ_BYTES)
-        self._start = 0  # the first byte not consumed
-        self._end = 0  # the end of what was read
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        buffer, start, end = self._buffer, self._start, self._end
-        wanted = max(_frame_size(buffer, start, end)[1], _MIN_READ)
-        if start + wanted > len(buffer):
-            if wanted > len(buffer):  # a new buffer: never resize one a view may still hold
-                grown = bytearray(max(wanted, 2 * len(buffer)))
-                grown[: end - start] = buffer[start:end]
-                self._buffer = buffer = grown
-            else:  # what was read of the next frame to the front
-                buffer[: end - start] = buffer[start:end]
-            self._start, self._end = 0, end - start
-        return memoryview(buffer)[self._end :]
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self._end += nbytes
-        buffer, start, end = self._buffer, self._start, self._end
-        while end - start >= 4:
-            head, size = _frame_size(buffer, start, end)
-            if end - start < size:
-                break
-            with memoryview(buffer) as view:
-                payload = view[start + head : start + size]
-                try:
-                    self._worker.pool._answered(self._worker, payload)
-                finally:
-                    payload.release()
-            start += size
-        if start == end:
-            start = end = 0
-            if len(buffer) > _KEEP_BYTES:  # after an outsized reply: back to the usual size
-                self._buffer = bytearray(_READ_BYTES)
-        self._start, self._end = start, end
-
-    def data_received(self, data: bytes) -> None:
-        with memoryview(data) as rest:
-            while rest:
-                target = self.get_buffer(len(rest))
-                n = min(len(target), len(rest))
-                target[:n] = rest[:n]
-                target.release()
-                self.buffer_updated(n)
-                rest = rest[n:]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._worker.pool._lost(self._worker)
-
-
-_READ_BYTES = 1 << 20
-"""A reply reader's buffer to begin with (a batch's reply is ~0.5-1.5 MB; it grows to the
-largest frame)."""
-_KEEP_BYTES = 16 << 20
-"""A buffer grown past this for one reply is dropped once that reply is consumed."""
-_MIN_READ = 64 << 10
-
-
-def _frame_size(buffer: bytearray, start: int, end: int) -> tuple[int, int]:
-    """(header size, size with the header) of the frame at ``start`` (``_frame``'s form);
-    while the header is incomplete, the size is how many bytes to read before it is known."""
-    if end - start < 4:
-        return 12, 12
-    (size,) = _FRAME.unpack_from(buffer, start)
-    if size != -1:
-        return 4, 4 + size
-    if end - start < 12:
-        return 12, 12
-    return 12, 12 + _LONG_FRAME.unpack_from(buffer, start + 4)[0]
 
 
 class ParsePool:
@@ -282,8 +114,8 @@ class ParsePool:
         self._jobs: list[ParseJob] = []
         self._waiters: list[asyncio.Future[Page]] = []
         self._timer: asyncio.Handle | None = None
-        self._live: list[_Worker] = []
-        self._waiting: deque[_Request] = deque()
+        self._live: list[Worker] = []
+        self._waiting: deque[Request] = deque()
         """Requests made while no worker was up (start-up, a replacement starting)."""
         self._restarts_left = workers
         self._broken: BrokenProcessPool | None = None
@@ -303,7 +135,7 @@ class ParsePool:
         self._open = True
         self._opened_at = asyncio.get_running_loop().time()
         if self._here:
-            log.warning("parsing in the crawl process: %s", _IN_PROCESS_WHY)
+            log.warning("parsing in the crawl process: %s", IN_PROCESS_WHY)
             return self
         for _ in range(self.workers):
             self._start_worker()
@@ -342,7 +174,7 @@ class ParsePool:
         self._waiting.clear()
         processes = [worker.process for worker in workers] + self._killed
         if processes:
-            await asyncio.to_thread(_join, processes)
+            await asyncio.to_thread(join, processes)
 
     # -- requests ----------------------------------------------------------------------------
     async def call(self, function: Callable[..., T], *args: Any) -> T:
@@ -441,16 +273,16 @@ class ParsePool:
             reply(False, self._broken)
             return
         if self._here:
-            asyncio.get_running_loop().call_soon(_run_here, function, args, reply, self._extract)
+            asyncio.get_running_loop().call_soon(run_here, function, args, reply, self._extract)
             return
         try:
             parts = wire.encode((function, args))  # bodies beside the pickle, not copied in
         except Exception as exc:  # a job that cannot travel: the caller's error
             reply(False, exc)
             return
-        request = _Request(parts, reply, function, args, on_timeout)
+        request = Request(parts, reply, function, args, on_timeout)
         if self._live:
-            min(self._live, key=_load).send(request)
+            min(self._live, key=load).send(request)
         else:
             self._waiting.append(request)
 
@@ -464,7 +296,7 @@ class ParsePool:
         worker."""
         return self._forked
 
-    def _answered(self, worker: _Worker, payload: memoryview) -> None:
+    def _answered(self, worker: Worker, payload: memoryview) -> None:
         request = worker.outstanding.popleft()
         if worker.timer is not None:
             worker.timer.cancel()
@@ -482,11 +314,11 @@ class ParsePool:
         """Whether requests are run in this process (no workers, or none any more)."""
         return self._here
 
-    def _arm(self, worker: _Worker) -> None:
+    def _arm(self, worker: Worker) -> None:
         """Time the worker's oldest outstanding request, which it is working on now."""
         worker.timer = asyncio.get_running_loop().call_later(self._timeout_s, self._overdue, worker)
 
-    def _overdue(self, worker: _Worker) -> None:
+    def _overdue(self, worker: Worker) -> None:
         """``worker`` spent ``timeout_s`` on one request: kill it, start another for the
         rest of its requests, and tell the request's owner."""
         worker.timer = None
@@ -508,22 +340,22 @@ class ParsePool:
             request.reply(False, ParseTimeout("(request)", f"not done in {self._timeout_s:g} s"))
 
     # -- worker processes --------------------------------------------------------------------
-    def _start_worker(self, resend: deque[_Request] | None = None) -> None:
+    def _start_worker(self, resend: deque[Request] | None = None) -> None:
         task = asyncio.get_running_loop().create_task(self._run_worker(resend or deque()))
         self._coming += 1
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)
 
-    async def _run_worker(self, resend: deque[_Request]) -> None:
+    async def _run_worker(self, resend: deque[Request]) -> None:
         try:
             await self._bring_up(resend)
         finally:
             self._coming -= 1
             if not self._coming and self._live and not self._closing:  # the last one up
                 while self._waiting:
-                    min(self._live, key=_load).send(self._waiting.popleft())
+                    min(self._live, key=load).send(self._waiting.popleft())
 
-    async def _bring_up(self, resend: deque[_Request]) -> None:
+    async def _bring_up(self, resend: deque[Request]) -> None:
         # Starting a process blocks until the fork server has preloaded (~0.4 s when it is
         # new) and forked: done in a thread, so the event loop goes on meanwhile.
         try:
@@ -539,11 +371,11 @@ class ParsePool:
                 log.warning("a parse worker could not start: %s", exc)
                 self._waiting.extend(resend)
             return
-        worker = _Worker(self, process, rings)
+        worker = Worker(self, process, rings)
         loop = asyncio.get_running_loop()
         try:
             worker.requests, _ = await loop.connect_write_pipe(asyncio.Protocol, requests)
-            worker.replies, _ = await loop.connect_read_pipe(lambda: _ReplyReader(worker), replies)
+            worker.replies, _ = await loop.connect_read_pipe(lambda: ReplyReader(worker), replies)
         except BaseException:
             worker.close()
             requests.close()
@@ -575,7 +407,7 @@ class ParsePool:
         their_requests, requests = context.Pipe(duplex=False)
         replies, their_replies = context.Pipe(duplex=False)
         for connection in (requests, replies):
-            _widen_pipe(connection)
+            widen_pipe(connection)
         rings = self._rings()
         process = context.Process(  # type: ignore[attr-defined]
             target=serve,
@@ -616,7 +448,7 @@ class ParsePool:
             return None
         return made[0], made[1]
 
-    def _lost(self, worker: _Worker) -> None:
+    def _lost(self, worker: Worker) -> None:
         """A worker's reply pipe closed: it died (or the pool is closing)."""
         if worker.dead:
             return
@@ -637,7 +469,7 @@ class ParsePool:
         log.warning("a parse worker died (exit code %s); starting another", code)
         self._start_worker(outstanding)
 
-    def _fail(self, error: BrokenProcessPool, outstanding: deque[_Request]) -> None:
+    def _fail(self, error: BrokenProcessPool, outstanding: deque[Request]) -> None:
         """The workers cannot run: what was outstanding, what waits and what comes is run
         in this process from now on (the crawl goes on, slower)."""
         self._broken = error
@@ -646,81 +478,6 @@ class ParsePool:
             log.warning("parse workers cannot run (%s): parsing in the crawl process", error)
         loop = asyncio.get_running_loop()
         for request in (*outstanding, *self._waiting):
-            loop.call_soon(_run_here, request.function, request.args, request.reply, self._extract)
+            loop.call_soon(run_here, request.function, request.args, request.reply, self._extract)
         outstanding.clear()
         self._waiting.clear()  # workers still up answer what they hold, and then idle
-
-
-def _load(worker: _Worker) -> int:
-    return len(worker.outstanding)
-
-
-_IN_PROCESS_WHY = (
-    "the extract hook is defined in a script the parse workers cannot import (one read from "
-    "standard input, say); put it in a file for parallel parsing"
-)
-
-
-def _run_here(
-    function: Callable[..., Any],
-    args: tuple[Any, ...],
-    reply: Reply,
-    extract: Callable[[Any, str], Any] | None = None,
-) -> None:
-    """Run a worker's request in this process (with the crawl's ``extract`` hook, as a
-    worker has it); pages too costly to parse here (``costly``) fail with ``ParseTimeout``
-    instead of holding the event loop."""
-    if function is parse_batch:
-        jobs: list[ParseJob] = args[0]
-        here = [job for job in jobs if not costly(job.body)]
-        done = iter(_parse_here(here, extract) if here else ())
-        results: list[Any] = []
-        for job in jobs:
-            if costly(job.body):
-                results.append(ParseFailure(job.url, _COSTLY, timed_out=True))
-            else:
-                results.append(next(done))
-        reply(True, results)
-        return
-    try:
-        result = function(*args)
-    except Exception as exc:  # the caller's to handle, as a worker's reply would be
-        reply(False, exc)
-        return
-    reply(True, result)
-
-
-def _parse_here(jobs: list[ParseJob], extract: Callable[[Any, str], Any] | None) -> list[Any]:
-    from parsers import html  # the parser and numba, in this process only on this path
-
-    html.set_extract(extract)
-    try:
-        return html.parse_batch(jobs)
-    finally:
-        html.set_extract(None)
-
-
-_COSTLY = "not parsed in the crawl process: its shape would make the parser slow"
-COSTLY_STEPS = 16_000_000
-"""``costly``'s bound on tags times unclosed tags, the parser's cost of deep nesting."""
-_LONG_TAG = re.compile(rb"<[^>]{8192}")
-"""A tag of 8 KiB or more: a few thousand attributes, the parser's other quadratic case."""
-
-
-def costly(body: bytes) -> bool:
-    """Whether lexbor may take long on ``body`` (super-linear: deep nesting, thousands of
-    attributes on one element), judged in C-speed scans: the number of tags times the
-    number left unclosed (an upper bound on nesting), and any tag of 8 KiB or more. Pages
-    judged so are parsed only where a parse can be abandoned (a worker)."""
-    tags = body.count(b"<")
-    unclosed = tags - 2 * body.count(b"</")
-    return tags * unclosed > COSTLY_STEPS or _LONG_TAG.search(body) is not None
-
-
-def _join(processes: list[multiprocessing.process.BaseProcess], timeout_s: float = 10.0) -> None:
-    """Wait for workers to finish their request and exit; kill the ones that do not."""
-    for process in processes:
-        process.join(timeout_s)
-        if process.exitcode is None:
-            process.kill()
-            process.join()

@@ -1,0 +1,210 @@
+"""A parse worker as the pool sees it: its process, its two pipes and rings, the requests
+it has not answered yet, and the reader of its replies.
+
+``Worker.send`` frames a request (``parsers.wire``) onto the request pipe; ``ReplyReader``
+reads framed replies off the reply pipe into one reused buffer and hands each to the pool
+(``ParsePool._answered``), in request order; the pipe's end is the worker's death
+(``ParsePool._lost``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import multiprocessing
+from collections import deque
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from parsers import wire
+from parsers.ring import Ring
+
+if TYPE_CHECKING:
+    from crawler.pool.parse_pool import ParsePool
+
+_PIPE_BYTES = 1 << 20
+
+
+def widen_pipe(connection: Connection) -> None:
+    """Give a pipe 1 MiB of buffer (Linux ``F_SETPIPE_SZ``; default 64 KiB).
+
+    A batch is ~0.5 MB each way (bodies out, text and tokens back): with 64 KiB a worker
+    blocks in ``write`` after every 64 KiB until the loop reads. Best effort: a kernel may
+    refuse the size (``/proc/sys/fs/pipe-max-size``)."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setpipe is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(connection.fileno(), setpipe, _PIPE_BYTES)
+
+
+_FRAME = wire.FRAME
+_LONG_FRAME = wire.LONG_FRAME
+_frame = wire.frame
+
+
+Reply = Callable[[bool, Any], None]
+"""Called with ``(True, result)`` or ``(False, exception)`` when a request is answered."""
+
+
+class Request:
+    """One request to a worker and what to do with its answer."""
+
+    __slots__ = ("args", "function", "on_timeout", "parts", "reply")
+
+    def __init__(
+        self,
+        parts: list[bytes | memoryview],
+        reply: Reply,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        on_timeout: Callable[[], None] | None = None,
+    ) -> None:
+        self.parts = parts
+        """The message (``parsers.wire.encode``): placed when sent, again if sent again."""
+        self.reply = reply
+        self.function = function
+        self.args = args
+        """What the message says: run here instead when the workers are gone."""
+        self.on_timeout = on_timeout
+        """Called instead of ``reply`` when a worker spent the pool's ``timeout_s`` on it."""
+
+
+class Worker:
+    """One worker process, the transport of its request pipe, its outstanding requests."""
+
+    def __init__(
+        self,
+        pool: ParsePool,
+        process: multiprocessing.process.BaseProcess,
+        rings: tuple[Ring, Ring] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.process = process
+        self.requests: asyncio.WriteTransport | None = None
+        self.replies: asyncio.ReadTransport | None = None
+        self.outstanding: deque[Request] = deque()
+        self.dead = False
+        self.timer: asyncio.TimerHandle | None = None
+        """Fires ``timeout_s`` after the worker began its oldest outstanding request."""
+        self.request_ring: Ring | None = rings[0] if rings is not None else None
+        self.reply_ring: Ring | None = rings[1] if rings is not None else None
+
+    def send(self, request: Request) -> None:
+        assert self.requests is not None
+        frame = _frame(wire.place(request.parts, self.request_ring))
+        self.outstanding.append(request)  # only once its message is made: replies pair in order
+        self.requests.writelines(frame)
+        if self.timer is None:
+            self.pool._arm(self)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        for transport in (self.requests, self.replies):
+            if transport is not None:
+                transport.close()
+        for ring in (self.request_ring, self.reply_ring):
+            if ring is not None:
+                ring.close()
+        self.request_ring = self.reply_ring = None
+
+
+class ReplyReader(asyncio.BufferedProtocol):
+    """Reads a worker's framed replies off its pipe and hands each to the pool.
+
+    The pipe is read into one buffer that the reader keeps and reuses (``get_buffer`` /
+    ``buffer_updated``: uvloop reads straight into it), and a frame is unpickled from a view
+    of it: a ~1 MB reply is copied once, by the kernel. With ``data_received`` each read
+    came as a new ``bytes`` (a copy), appended to a growing ``bytearray`` (another, plus
+    its reallocations): ~4 % of the event loop's CPU in a 10,000-page crawl (``perf``).
+    asyncio's own pipe transport knows no buffered protocol: it calls ``data_received``,
+    which copies into the same buffer."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._buffer = bytearray(_READ_BYTES)
+        self._start = 0  # the first byte not consumed
+        self._end = 0  # the end of what was read
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        buffer, start, end = self._buffer, self._start, self._end
+        wanted = max(_frame_size(buffer, start, end)[1], _MIN_READ)
+        if start + wanted > len(buffer):
+            if wanted > len(buffer):  # a new buffer: never resize one a view may still hold
+                grown = bytearray(max(wanted, 2 * len(buffer)))
+                grown[: end - start] = buffer[start:end]
+                self._buffer = buffer = grown
+            else:  # what was read of the next frame to the front
+                buffer[: end - start] = buffer[start:end]
+            self._start, self._end = 0, end - start
+        return memoryview(buffer)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+        buffer, start, end = self._buffer, self._start, self._end
+        while end - start >= 4:
+            head, size = _frame_size(buffer, start, end)
+            if end - start < size:
+                break
+            with memoryview(buffer) as view:
+                payload = view[start + head : start + size]
+                try:
+                    self._worker.pool._answered(self._worker, payload)
+                finally:
+                    payload.release()
+            start += size
+        if start == end:
+            start = end = 0
+            if len(buffer) > _KEEP_BYTES:  # after an outsized reply: back to the usual size
+                self._buffer = bytearray(_READ_BYTES)
+        self._start, self._end = start, end
+
+    def data_received(self, data: bytes) -> None:
+        with memoryview(data) as rest:
+            while rest:
+                target = self.get_buffer(len(rest))
+                n = min(len(target), len(rest))
+                target[:n] = rest[:n]
+                target.release()
+                self.buffer_updated(n)
+                rest = rest[n:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._worker.pool._lost(self._worker)
+
+
+_READ_BYTES = 1 << 20
+"""A reply reader's buffer to begin with (a batch's reply is ~0.5-1.5 MB; it grows to the
+largest frame)."""
+_KEEP_BYTES = 16 << 20
+"""A buffer grown past this for one reply is dropped once that reply is consumed."""
+_MIN_READ = 64 << 10
+
+
+def _frame_size(buffer: bytearray, start: int, end: int) -> tuple[int, int]:
+    """(header size, size with the header) of the frame at ``start`` (``_frame``'s form);
+    while the header is incomplete, the size is how many bytes to read before it is known."""
+    if end - start < 4:
+        return 12, 12
+    (size,) = _FRAME.unpack_from(buffer, start)
+    if size != -1:
+        return 4, 4 + size
+    if end - start < 12:
+        return 12, 12
+    return 12, 12 + _LONG_FRAME.unpack_from(buffer, start + 4)[0]
+
+
+def load(worker: Worker) -> int:
+    return len(worker.outstanding)
+
+
+def join(processes: list[multiprocessing.process.BaseProcess], timeout_s: float = 10.0) -> None:
+    """Wait for workers to finish their request and exit; kill the ones that do not."""
+    for process in processes:
+        process.join(timeout_s)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
