@@ -17,7 +17,7 @@ and a typical small file (41 prefix rules, 5 wildcard rules). "old" is the match
 replaced (one regex alternation of the prefix rules, longest first, then every wildcard or
 ``$`` rule strongest first), rebuilt here from the same parsed rules and put in the rules'
 agent cache, so both columns time the same ``is_allowed`` call. "steps" is the new matcher's
-work count per URL (mean / max; ``crawler.policy.robots._MAX_MATCH_STEPS`` is the budget). The new
+work count per URL (mean / max; ``crawler.policy.robots_match.MAX_MATCH_STEPS`` is the budget). The new
 answers are checked against ``_slow_allows`` (every rule, strongest first) on every URL.
 Then the parse and compile times of files filled to MAX_ROBOTS_BYTES with each shape.
 """
@@ -32,15 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from crawler.policy.robots import (
-    _MAX_MATCH_STEPS,
     MAX_ROBOTS_BYTES,
     RobotsRules,
-    _matches_rest,
     _normalize_url_path,
     _path_and_query,
-    _Policy,
-    _slow_allows,
 )
+from crawler.policy.robots_match import MAX_MATCH_STEPS as _MAX_MATCH_STEPS
+from crawler.policy.robots_match import Policy as _Policy
+from crawler.policy.robots_match import matches_rest as _matches_rest
+from crawler.policy.robots_match import slow_allows as _slow_allows
 
 AGENT = "benchbot"
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -50,7 +50,7 @@ def test_split_at_every_byte_gives_the_same_response() -> None:
 
 
 def test_interim_responses_are_skipped() -> None:
-    framing, response = framed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
+    _, response = framed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
                                b"Link: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")  # fmt: skip
     assert response.status == 200 and response.complete and "link" not in response.headers
 
@@ -70,7 +70,7 @@ def test_a_body_without_length_ends_at_the_close() -> None:
 
 
 def test_a_malformed_status_line_is_an_error() -> None:
-    framing, response = framed(b"HTTP/1.1 2x0 OK\r\n\r\n")
+    framing, _ = framed(b"HTTP/1.1 2x0 OK\r\n\r\n")
     assert isinstance(framing.error, ProtocolError) and not framing.head_ready
 
 

@@ -26,20 +26,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.policy.robots import (
-    _MAX_MATCH_STEPS,
     MAX_ROBOTS_BYTES,
     RobotsRules,
-    _compile_policy,
     _compile_rule,
-    _matches_rest,
     _normalize_pattern,
     _normalize_url_path,
     _path_and_query,
-    _Policy,
-    _slow_allows,
     is_allowed,
     product_token,
 )
+from crawler.policy.robots_match import MAX_MATCH_STEPS as _MAX_MATCH_STEPS
+from crawler.policy.robots_match import Policy as _Policy
+from crawler.policy.robots_match import compile_policy as _compile_policy
+from crawler.policy.robots_match import matches_rest as _matches_rest
+from crawler.policy.robots_match import slow_allows as _slow_allows
 
 # --- 1. Google's reference test cases --------------------------------------------------------
 
