@@ -1,7 +1,7 @@
 """A page's hrefs resolved in one numba call: ``resolve_all``.
 
-``parsers.links.Resolver.resolve`` costs ~2 us of Python an href, ~110 us for a page of 56
-links, a sixth of a parse worker's time on the benchmark site. Most hrefs take its string
+``parsers.links.Resolver.resolve`` is Python an href: for a page of many links, a large
+share of a parse worker's time on the benchmark site. Most hrefs take its string
 fast path (relative, ``../``, root-relative or same-origin absolute, made of plain
 characters, with or without a fragment): this module does exactly that fast path for all of a
 page's hrefs at once on their bytes, and hands every other href back to ``Resolver.resolve``

@@ -33,14 +33,13 @@ _INVISIBLE_SELECTOR = "script, style, noscript, template"
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
 _LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
 _LINKS_AND_INVISIBLE = f"{_LINK_SELECTOR}, {_INVISIBLE_SELECTOR}"
-"""One walk of the tree finds both (a walk costs ~0.2 ms on an 80 KB page, whatever it finds)."""
+"""One walk of the tree finds both (a walk costs the same whatever it finds)."""
 _FRAME_TAGS = frozenset({"frame", "iframe"})
 _HREF, _SRC, _HIDDEN = 0, 1, 2
 _KINDS: dict[int, int] = {}
 """lexbor's tag id of each element the query above finds -> where its link is (``_HREF``,
 ``_SRC``) or ``_HIDDEN``: filled from ``node.tag`` when an id is first met. A tag id is an
-int read from the node; ``node.tag`` builds a new string from the tag's name each time
-(~0.06 us a node: 20-35 us of a documentation page's 300-odd links)."""
+int read from the node; ``node.tag`` builds a new string from the tag's name each time."""
 
 
 _WORDS = re.compile(r"[a-z0-9\x80-\U0010ffff]+")
@@ -87,7 +86,7 @@ def _meta_charset(body: bytes) -> str | None:
 def links_json(links: tuple[str, ...]) -> str:
     """``json.dumps(links, ensure_ascii=False)``, joined directly where no URL holds a
     character JSON escapes (a normalised URL never does: ada percent-encodes quotes, controls
-    and spaces, and turns backslashes into slashes): 6 instead of 25-45 us for a page's 50 links."""
+    and spaces, and turns backslashes into slashes): a few times faster for a page's links."""
     if not links:
         return "[]"
     joined = '", "'.join(links)
@@ -181,7 +180,7 @@ def _links(
                 rels.append((len(hrefs), rel))
             nodes.append(node)
             hrefs.append(href)
-    # All hrefs at once: one numba call instead of ~2 us of Python each. Then no Python
+    # All hrefs at once: one numba call instead of Python for each. Then no Python
     # loop over every link but where it must look at each (anchor text, for a query): the
     # links deduplicated in C (an href that resolves to nothing is None).
     urls = (resolve or _kernels()[0])(Resolver(base), hrefs)
@@ -229,7 +228,7 @@ def _head(tree: LexborHTMLParser) -> _Head:
     """Title, ``<base href>``, ``<meta name=robots>`` and ``<link rel=canonical>``: the first
     of each in the head (what the selector ``title, base[href], meta[name="robots" i],
     link[rel~="canonical" i]`` would find first), by walking the head's few elements: a
-    selector query costs 20 us a page, most of it setting the query up; the walk 5."""
+    selector query costs more to set up than the walk."""
     head = _Head()
     scope = tree.head if tree.head is not None else tree.root
     if scope is None:
@@ -378,8 +377,8 @@ def parse_document(
 
 
 def resolve_each(resolver: Resolver, hrefs: list[str]) -> list[str | None]:
-    """``parsers.hrefs.resolve_all`` without numba: each href in Python (~2 us a link
-    instead of ~0.3; the tests hold the two equal)."""
+    """``parsers.hrefs.resolve_all`` without numba: each href in Python (slower; the tests
+    hold the two equal)."""
     resolve = resolver.resolve
     return [resolve(href.strip()) for href in hrefs]
 

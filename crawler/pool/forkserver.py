@@ -12,8 +12,7 @@ while this process imports the crawler.
 The ``crawl`` command's fork server is a fork of the command itself, taken that early (a
 process of one thread that has imported almost nothing), where ``multiprocessing`` would
 start a new interpreter: its start-up, ``site`` and ``multiprocessing.forkserver`` imports
-cost 60-80 ms before the preload even begins, and the crawl's first page waits for that
-preload. Everything after the start is ``multiprocessing``'s own fork server
+would delay the preload, and the crawl's first page waits for that preload. Everything after the start is ``multiprocessing``'s own fork server
 (``forkserver.main``), reached the way ``ForkServer.ensure_running`` reaches it; that uses
 its private fields, so only on the CPython versions whose ``ForkServer`` this mirrors
 (3.11-3.13; 3.14 adds an authentication key) and on Linux; anywhere else, or if anything
@@ -244,8 +243,8 @@ def _tracker_by_fork() -> bool:
     as a fork of this bare process; ``False`` where it cannot be done here (then nothing
     was started, and ``ensure_running`` starts it the usual way).
 
-    ``ResourceTracker.ensure_running`` starts a new interpreter for it: 60-70 ms of CPU in
-    the crawl's first 0.3 s, when this process's imports and the fork server's preload
+    ``ResourceTracker.ensure_running`` starts a new interpreter for it: CPU taken at the
+    crawl's start, when this process's imports and the fork server's preload
     (which the first pages wait for) already share the two cores. The fork runs the same
     ``resource_tracker.main`` on the read end of a pipe whose write end this process keeps,
     as ``ensure_running`` leaves it: the same private fields (``_fd``, ``_pid``; 3.11-3.13),

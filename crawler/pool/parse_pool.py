@@ -17,12 +17,12 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
 - ``parse()`` callers are grouped into batches: while every worker is busy, a batch goes
   out when it holds ``batch_max`` pages or ``flush_delay_s`` after its first page,
   whichever comes first, to the worker with the fewest requests outstanding. Each batch
-  costs a pipe write, a worker's wake-up and a reply read on both sides: at ~1,000 pages/s
-  a 2 ms delay made batches of ~2 pages; 16 ms and 32 pages take ~5 % less CPU for the same
-  crawl. While a worker is idle, what arrived in the loop's current turn goes at once,
+  costs a pipe write, a worker's wake-up and a reply read on both sides, so a fast crawl
+  wants batches of tens of pages (the defaults' measure: ``bench/RESULTS.md``). While a
+  worker is idle, what arrived in the loop's current turn goes at once,
   shared among the idle workers: the crawl's first and last pages, and every page of a
-  slow site, do not wait 16 ms, nor one worker parse a batch while another idles (a
-  10,000-page crawl still makes ~400 batches: its workers are rarely idle);
+  slow site, do not wait for a batch to fill, nor one worker parse a batch while another
+  idles (a busy crawl's workers are rarely idle, so its batches stay full);
 - a request a worker has worked on for ``timeout_s`` is abandoned: the worker is killed and
   replaced (lexbor is super-linear on some inputs, and C code cannot be interrupted), its
   other requests sent again; a batch's pages are sent again one by one, and a page that
