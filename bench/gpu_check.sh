@@ -38,8 +38,8 @@ EOF
 check timeout 60 $PY -c "from numba import cuda; cuda.detect()"
 
 step tests
-check timeout 300 $PY -m pytest -p no:cacheprovider -q -rs tests/test_scoring_gpu.py tests/test_scoring.py \
-    tests/test_focus.py 2>&1 | tee "$OUT/tests.log"
+check timeout 300 $PY -m pytest -p no:cacheprovider -q -rs tests/crawler/relevance/test_scoring_gpu.py tests/crawler/relevance/test_scoring.py \
+    tests/e2e/test_focus.py 2>&1 | tee "$OUT/tests.log"
 check test "${PIPESTATUS[0]}" = 0
 
 step crawl-time scoring cost

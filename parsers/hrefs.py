@@ -5,7 +5,7 @@ share of a parse worker's time on the benchmark site. Most hrefs take its string
 fast path (relative, ``../``, root-relative or same-origin absolute, made of plain
 characters, with or without a fragment): this module does exactly that fast path for all of a
 page's hrefs at once on their bytes, and hands every other href back to ``Resolver.resolve``
-(which asks ada). The results are equal, href for href (``tests/test_links.py``). The
+(which asks ada). The results are equal, href for href (``tests/parsers/test_links.py``). The
 kernel also does what ``parsers.links._fast_absolute`` does for absolute URLs to other hosts,
 and answers ``None`` for any other scheme than http(s) (``mailto:``, ``javascript:``), as ada
 would.

@@ -77,7 +77,7 @@ class Resolver:
     For those, WHATWG resolution against an already-normalised base is string concatenation
     plus dot-segment removal, which this does without building a URL object (~10x cheaper).
     Anything else (other characters, escapes, schemes, ``//host``, an empty href) goes to
-    ada. ``tests/test_links.py`` checks the two agree on generated hrefs.
+    ada. ``tests/parsers/test_links.py`` checks the two agree on generated hrefs.
     """
 
     __slots__ = ("_ancestors", "_dir", "_origin", "_prefix", "_seen", "_slash_origin", "base")

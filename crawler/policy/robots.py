@@ -28,7 +28,7 @@ Percent-encoding. Patterns are normalised as the reference does: non-ASCII octet
 are, after normalisation); only its `%xx` is upper-cased. Two places where RFC 9309 §2.2.2
 says more than the reference, and the reference's tests pin the opposite, follow the tests:
 %-encoded unreserved characters are not decoded (`/%7Ejoe` does not match `/~joe`), and raw
-non-ASCII in the URL is not encoded for the caller. Both are flagged in tests/test_robots.py.
+non-ASCII in the URL is not encoded for the caller. Both are flagged in tests/crawler/policy/test_robots.py.
 
 Deliberate differences from the reference (none contradicts one of its tests):
 - The URL's `%xx` is upper-cased like the patterns' (RFC 3986 §6.2.2.1), and %2A / %24 in

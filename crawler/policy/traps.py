@@ -46,7 +46,7 @@ Decisions:
 
 Invariants (tested as properties): ``strip_session_ids`` is idempotent and never turns a valid
 URL into an invalid one; both functions are plain string operations, a few microseconds per
-URL (``tests/test_traps.py`` measures it).
+URL (``tests/crawler/policy/test_traps.py`` measures it).
 """
 
 from __future__ import annotations

@@ -29,9 +29,10 @@ from click.testing import CliRunner
 
 import crawler
 from crawler import ConfigError, CrawledPage, Crawler, CrawlerError, CrawlReport, Settings
+from tests.proc import ROOT as ROOT_DIR
 from tests.sites import LinkGraph, PageSite, SiteServer, html_handler
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT_DIR
 
 EXPECTED_ALL = [
     "ConfigError",

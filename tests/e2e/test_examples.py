@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 from tests.sites import PageSite, SiteServer, html_handler
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT_DIR
 EXAMPLES = ROOT / "examples"
 FAST = ["--delay", "0", "--workers", "1"]
 TESTED = {"embed_in_asyncio_app.py", "custom_extract.py", "stream_to_sink.py", "sync_script.py"}

@@ -31,10 +31,11 @@ from typing import Any
 
 import pytest
 
+from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 from tests.sites import Hit, PageSite, SiteServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT_DIR
 FAST = ["--delay", "0", "--workers", "1", "--no-sitemaps"]
 EXIT_LOCKED, EXIT_SIGINT, EXIT_SIGTERM = 75, 130, 143
 

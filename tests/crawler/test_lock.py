@@ -20,6 +20,7 @@ from crawler.cli import main
 from crawler.errors import ConfigError
 from crawler.lock import DatabaseLocked, RunLock
 from crawler.settings import parse_duration
+from tests.proc import ROOT as ROOT_DIR
 from tests.sites import SiteServer, html_handler
 
 FAST = ["--concurrency", "4", "--per-host", "4", "--delay", "0", "--workers", "1", "--no-sitemaps"]
@@ -49,7 +50,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
         [sys.executable, "-c",
          "import sys, time; sys.path.insert(0, sys.argv[2]); from crawler.lock import RunLock\n"
          "with RunLock(sys.argv[1]):\n print('locked', flush=True); time.sleep(60)",
-         db, str(Path(__file__).resolve().parent.parent)],
+         db, str(ROOT_DIR)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"

@@ -13,9 +13,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT_DIR
 
 KERNEL = """
 import numpy as np

@@ -10,7 +10,6 @@ import random
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -32,10 +31,11 @@ from parsers.tokens import (
     term_counts,
     tokenize,
 )
+from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 from tests.sites import SiteServer, html_handler
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT_DIR
 TOPIC = "telescope galaxy nebula"
 FAST = {"concurrency": 1, "per_host": 1, "delay": 0.0, "workers": 1, "progress": False,
         "sitemaps": False}  # fmt: skip

@@ -25,9 +25,10 @@ from crawler.relevance.scoring import (
     select_device,
 )
 from parsers.tokens import TokenCounts, decode_counts, encode_counts, query_ids, tokenize
+from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT_DIR
 RTOL = 1e-9
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 
 pytestmark = pytest.mark.gpu
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT_DIR
 
 CHECKS = """
 import numpy as np

@@ -28,12 +28,13 @@ import crawler
 from crawler import Settings
 from crawler.cli import main
 from storage.warc import export_warc
+from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 from tests.sites import Handler, SiteServer
 
 FAST: dict[str, Any] = {"concurrency": 8, "per_host": 8, "delay": 0.0, "workers": 1, "progress": False,
         "sitemaps": False}  # fmt: skip
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = ROOT_DIR
 
 UTF8_BODY = "<title>Ünïcödé</title><p>naïve café — 日本語 ☃</p>".encode()
 GZ_HTML = b"<title>Zipped</title><p>sent gzip-encoded</p>"

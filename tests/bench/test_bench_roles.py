@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.proc import ROOT as ROOT_DIR
+
+BENCH = ROOT_DIR / "bench"
 
 _BURNER = """
 import os, sys, threading, time

@@ -20,6 +20,7 @@ import pytest
 from crawler.errors import ParseError
 from crawler.pool.parse_pool import ParsePool
 from parsers.page import ParseJob
+from tests.proc import ROOT as ROOT_DIR
 from tests.sites import SiteServer, html_handler
 
 
@@ -329,7 +330,7 @@ def test_the_preload_imports_the_parser_itself() -> None:
     """The fork server imports ``parsers.html`` (what every batch runs), so a worker's first
     batch does not import it again in each worker."""
     code = "import sys, parsers.preload; print('parsers.html' in sys.modules)"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
     )
@@ -396,7 +397,7 @@ def test_the_forked_resource_tracker_does_the_trackers_work(tmp_path: Path) -> N
     """``crawl`` forks multiprocessing's resource tracker instead of starting an interpreter
     for it: multiprocessing uses the forked one as its own, and it still cleans up what a
     dead process leaked, then exits."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
     out = subprocess.run(
         [sys.executable, "-c", _TRACKER_BY_FORK],
         capture_output=True, text=True, timeout=60, env=env,
@@ -473,7 +474,7 @@ os.wait()
 def test_workers_keep_their_batch_buffers() -> None:
     """A worker reads each batch (~1 MB) into memory the heap kept from the last one, not
     into fresh zeroed pages from the kernel, faulted in page by page."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(ROOT_DIR)
 
     def page_faults(mode: str) -> int:
         run = subprocess.run(
