@@ -58,10 +58,17 @@ def worktree(rev: str) -> Path:
             ["git", "-C", str(REPO_DIR), "worktree", "add", "--detach", str(tree), commit],
             check=True, capture_output=True,
         )  # fmt: skip
+    prepare(tree)
+    return tree
+
+
+def prepare(tree: Path) -> None:
+    """Compile ``tree``'s bytecode and cache its numba kernels: both versions start from
+    what an installed crawler has (with ``PYTHONDONTWRITEBYTECODE`` set, a tree never
+    written by compileall would compile every module at every start)."""
     for step in (["-m", "compileall", "-q", "crawler", "parsers", "storage"],
                  ["-c", "import parsers.preload"]):  # fmt: skip
         subprocess.run([sys.executable, *step], cwd=tree, env=tree_env(), check=True)
-    return tree
 
 
 def tree_env() -> dict[str, str]:
@@ -110,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--query", default=DEFAULT_QUERY)
     args = parser.parse_args(argv)
     trees = {"A": worktree(args.rev), "B": REPO_DIR}
+    prepare(REPO_DIR)
     port = benchlib.free_port(18400)
     if args.site_dir is not None:
         root, seed = args.site_dir, f"http://127.0.0.1:{port}/{args.start}"
