@@ -305,8 +305,8 @@ def _remove(nodes: list[LexborNode]) -> None:
 def _kernels() -> tuple[Callable[[Resolver, list[str]], list[str | None]], Callable[..., Any]]:
     """(``resolve_all``, ``page_terms``): numba, imported where they run (the workers) and
     looked up once, not at every page."""
-    from parsers.hrefs import resolve_all
-    from parsers.tokens import page_terms
+    from parsers.hrefs import resolve_all  # numba: not in the crawl process's own parses
+    from parsers.tokens import page_terms  # numba, likewise
 
     return resolve_all, page_terms
 

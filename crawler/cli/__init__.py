@@ -15,6 +15,20 @@ error, bug), 2 usage or configuration error, 75 the database is locked by anothe
 130/143 interrupted by SIGINT/SIGTERM.
 """
 
-from crawler.cli.app import main
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crawler.cli.app import main
 
 __all__ = ["main"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``main`` (click and the command group) on first use: the console script
+    # (``crawler.cli.entry``) starts the fork server before it loads them.
+    if name != "main":
+        raise AttributeError(f"module 'crawler.cli' has no attribute {name!r}")
+    return importlib.import_module("crawler.cli.app").main
