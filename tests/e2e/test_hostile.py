@@ -33,9 +33,9 @@ from aiohttp import web
 import crawler
 from crawler import CrawlReport, Settings
 from crawler.policy.traps import MAX_QUERY_SHAPES
+from tests.e2e.test_hardening import BASE, RawServer
 from tests.proc import child_env
 from tests.sites import Handler, SiteServer, html_handler
-from tests.e2e.test_hardening import BASE, RawServer
 
 NO_ROBOTS = html_handler("no robots here", status=404)
 
