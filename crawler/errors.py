@@ -32,11 +32,21 @@ CrawlerError
 ```
 
 Foreign exceptions enter the tree at one boundary each:
-- OSError, TimeoutError, ssl errors and httptools' parser errors: in the HTTP client
-  (``crawler.net.http``), as ``HTTPError``s, which ``Fetcher.fetch`` maps to ``FetchError``s;
-- ``storage.base.StoreError`` (storage imports nothing of the crawler): in the engine, as
-  ``StorageError``; the read-only commands (``crawl export``...) report it as a usage error;
-- a worker's exception: in the parse pool, as ``ParseError``.
+- httptools' parser errors (``HttpParserError``, ``HttpParserUpgrade``): as ``ProtocolError``,
+  in ``crawler.net.http.framing.ResponseFraming.feed``;
+- OSError (ssl errors included) and TimeoutError (``asyncio.TimeoutError`` is one): as
+  ``HTTPError``s in the HTTP client, where it connects (``HttpClient._connect``:
+  ``ConnectError``, ``ConnectTimeout``), resolves (``HttpClient._addresses``: ``ResolveError``,
+  or ``ConnectError`` for a ``BlockedAddress``) and loses a connection
+  (``Connection.connection_lost``: ``ConnectError``, ``IncompleteBody``); every ``HTTPError``,
+  and any OSError or TimeoutError the client let through, becomes a ``FetchError`` in
+  ``crawler.net.fetch.Fetcher.fetch``, the one place a fetch's failures leave ``crawler.net``;
+- ``storage.base.StoreError`` (storage imports nothing of the crawler): as ``StorageError``,
+  in ``crawler.engine.engine.Engine._run_locked``; the read-only commands (``crawl export``...)
+  report it as a usage error themselves;
+- a worker's exception: as ``ParseError`` (``ParseTimeout``), in the parse pool
+  (``crawler.pool.parse_pool``, from the worker's ``ParseFailure``), or in
+  ``crawler.engine.pages`` for a page parsed in the crawl's own process.
 Anything else escaping the engine is a bug and fails the crawl loudly. The public ones are
 those in ``crawler.__all__``: ``CrawlerError``, ``ConfigError``, ``FetchError``,
 ``ParseError``, ``StorageError``.
@@ -139,18 +149,17 @@ class IncompleteBody(ProtocolError):
 
 
 class BodyTooLarge(HTTPError):
-    """The body, as received or once decoded, is over its cap (``limit`` bytes)."""
+    """The body, as received or once decoded, is over its cap: ``limit`` bytes, or ``None``
+    where a decoding step cannot name the cap (it knows only what is left of it)."""
 
-    def __init__(self, limit: int, *, decoded: bool = False) -> None:
-        super().__init__(f"body exceeds {limit} bytes" + (" (decompressed)" if decoded else ""))
+    def __init__(self, limit: int | None, decoded: bool = False) -> None:
+        over = "the size cap" if limit is None else f"{limit} bytes"
+        super().__init__(f"body exceeds {over}" + (" (decompressed)" if decoded else ""))
         self.limit = limit
+        self.decoded = decoded
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_body_too_large, (self.limit, str(self).endswith("(decompressed)")))
-
-
-def _body_too_large(limit: int, decoded: bool) -> BodyTooLarge:
-    return BodyTooLarge(limit, decoded=decoded)
+    def __reduce__(self) -> tuple[type[BodyTooLarge], tuple[int | None, bool]]:
+        return (BodyTooLarge, (self.limit, self.decoded))
 
 
 class BadEncoding(HTTPError, ValueError):

@@ -31,8 +31,8 @@ _ZSTD_INPUT_STEP = (
 
 
 def _check(out: bytearray, limit: int) -> None:
-    if len(out) > limit:
-        raise BodyTooLarge(limit, decoded=True)
+    if len(out) > limit:  # ``limit`` is what is left of the cap: the message names no figure
+        raise BodyTooLarge(None, decoded=True)
 
 
 class _Decoder(Protocol):
@@ -76,7 +76,7 @@ class _Zlib:
 class _Brotli:
     def __init__(self) -> None:
         try:
-            import brotli
+            import brotli  # here: off the import path of the commands that never fetch
         except ImportError as exc:  # pragma: no cover - brotli is a dependency
             raise BadEncoding("br encoding: the brotli module is not installed") from exc
         self._d = brotli.Decompressor()
@@ -108,7 +108,7 @@ class _Brotli:
 class _Zstd:
     def __init__(self) -> None:
         try:
-            import zstandard
+            import zstandard  # here: a slow import, off the path of the commands that never fetch
         except ImportError as exc:  # pragma: no cover - zstandard is a dependency
             raise BadEncoding("zstd encoding: the zstandard module is not installed") from exc
         self._d = zstandard.ZstdDecompressor().decompressobj()

@@ -26,8 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from crawler.errors import (
+    BadEncoding,
     BadResponse,
     Blocked,
+    BodyTooLarge,
     ConnectFailed,
     DNSFailed,
     FetchError,
@@ -35,7 +37,7 @@ from crawler.errors import (
     TooLarge,
 )
 from crawler.net import http
-from crawler.net.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
+from crawler.net.decoding import BodyDecoder, accept_encoding, codings
 from crawler.net.guard import HostAllowed, blocked_reason
 from crawler.policy.scope import resolve_url, strip_userinfo
 from crawler.settings import Settings
@@ -70,7 +72,7 @@ class FetchResult:
     """A response. ``body`` is ``None`` when it was not downloaded (not HTML, redirect).
 
     Not frozen, though read-only by convention: one is built per response, and a frozen
-    dataclass's ``__init__`` costs ~10x as much (an ``object.__setattr__`` per field).
+    dataclass's ``__init__`` costs many times as much (an ``object.__setattr__`` per field).
     """
 
     url: str
@@ -169,10 +171,10 @@ class Deadlines:
 
     aiohttp's own total timeout, like ``asyncio.timeout``, arms a timer when a request
     starts and cancels it when it ends, a cost paid by the event loop at every request.
-    Here requests start in deadline order, so a
-    FIFO keeps the deadlines sorted; a request that ends only drops its task, and the one
-    timer, when it fires at the oldest deadline, cancels the overdue requests' tasks and
-    sleeps until the next live deadline. ``expired`` tells the task why it was cancelled.
+    Here requests start in deadline order, so a FIFO keeps the deadlines sorted; a request
+    that ends only drops its task, and the one timer, when it fires at the oldest deadline,
+    cancels the overdue requests' tasks and sleeps until the next live deadline.
+    ``expired`` tells the task why it was cancelled.
     """
 
     def __init__(self, timeout_s: float) -> None:
@@ -368,7 +370,7 @@ class Fetcher:
         length = resp.content_length
         if length is not None and length > cap:
             raise TooLarge(url, f"Content-Length {length} exceeds {cap} bytes")
-        data = await resp.read()
+        data = await resp.read()  # over the cap as received: ``fetch`` maps its BodyTooLarge
         encoding = resp.headers.get("content-encoding", "")
         if not codings(encoding):
             return data, data
@@ -382,7 +384,7 @@ class Fetcher:
                     parts.append(decoder.feed(bytes(view[start : start + _DECODE_STEP_BYTES])))
                     await asyncio.sleep(0)  # other work, and the deadline, between steps
             parts.append(decoder.finish())
-        except BodyTooLarge as exc:
+        except BodyTooLarge as exc:  # decoded over the cap: the message says "decompressed"
             raise TooLarge(url, str(exc)) from exc
         except BadEncoding as exc:
             raise BadResponse(url, str(exc)) from exc

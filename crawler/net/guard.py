@@ -91,7 +91,7 @@ class Resolver(Protocol):
 class ThreadedResolver:
     """The system's resolver: ``getaddrinfo`` off the event loop (the loop's executor; with
     uvloop, libuv's thread pool), as aiohttp's default resolver does it, without importing
-    aiohttp (~0.1 s of a crawl's start)."""
+    aiohttp (a large import: it would lengthen every crawl's start)."""
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET

@@ -39,9 +39,10 @@ _BAD_CHARACTER = re.compile(r"[\x00-\x20\x7f]")
 class ResponseFraming:
     """One connection's response stream: ``begin`` a response, ``feed`` it bytes.
 
-    After each ``feed``: ``head_ready`` once the final status and headers are in (interim
-    1xx responses are skipped); ``error``, a ``ProtocolError`` that breaks the connection;
-    ``close_now``, the body went over its cap (the response holds the error)."""
+    After each ``feed``: ``head_ready`` when the final status and headers came in with it
+    (interim 1xx responses are skipped; once a response, so the connection wakes its request
+    once); ``error``, a ``ProtocolError`` that breaks the connection; ``close_now``, the body
+    went over its cap (the response holds the error)."""
 
     __slots__ = ("close_now", "error", "head_ready", "keep_alive", "parser", "quiet_bytes",
                  "response")  # fmt: skip
@@ -77,6 +78,7 @@ class ResponseFraming:
         """Frame ``data``; see the attributes for what it held."""
         response = self.response
         assert response is not None
+        self.head_ready = False
         self.quiet_bytes += len(data)
         try:
             self.parser.feed_data(data)
@@ -146,9 +148,7 @@ class ResponseFraming:
 
     def on_body(self, body: bytes) -> None:
         response = self.response
-        if response is None or response.complete or response.error is not None:
-            return
-        if self.error is not None:
+        if response is None or response.complete or response.error is not None or self.error:
             return
         self.quiet_bytes = 0
         response._size += len(body)

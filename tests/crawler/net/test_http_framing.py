@@ -49,6 +49,26 @@ def test_split_at_every_byte_gives_the_same_response() -> None:
     assert "t" not in response.headers  # a trailer is not a header (RFC 9112 7.1.2)
 
 
+def test_every_two_piece_split_gives_the_same_response() -> None:
+    wire = b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nContent-Type: text/html\r\n\r\nhello world"
+    for cut in range(len(wire) + 1):
+        framing, response = framed(wire[:cut], wire[cut:])
+        assert framing.error is None and framing.keep_alive and response.complete, cut
+        assert response.headers["content-type"] == "text/html" and body(response) == b"hello world"
+
+
+def test_a_body_of_exactly_the_cap_is_taken() -> None:
+    framing, response = framed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n" + b"x" * 10, cap=10)
+    assert not framing.close_now and response.error is None and body(response) == b"x" * 10
+
+
+def test_a_body_in_parts_stays_incomplete_until_its_length() -> None:
+    framing, response = framed(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nabc")
+    assert framing.head_ready and not response.complete and not ends_at_close(response)
+    framing.feed(b"def")
+    assert response.complete and body(response) == b"abcdef"
+
+
 def test_interim_responses_are_skipped() -> None:
     _, response = framed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
                                b"Link: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")  # fmt: skip
