@@ -13,12 +13,15 @@ CrawlerError
 │   ├── TooLarge         the body (raw or decoded) is over --max-body-bytes
 │   ├── Blocked          the SSRF guard refused the address
 │   ├── DNSFailed                                                         slows the host
+│   ├── ProxyFailed      the proxy refused or failed (retried)            slows the host
 │   └── BadResponse      truncated or malformed (slows the host), broken encoding,
 │                        redirect loop, too many redirects (the site's choice: does not)
 ├── HTTPError            the HTTP client's and the decoder's (crawler.net): internal,
 │   │                    mapped to a FetchError by ``Fetcher.fetch``
 │   ├── ConnectError     no connection (also carries a BlockedAddress as its cause)
-│   │   └── ResolveError the name did not resolve
+│   │   ├── ResolveError the name did not resolve
+│   │   └── ProxyError   the proxy is unreachable, refused the request or tunnel, or its
+│   │                    SOCKS handshake failed
 │   ├── ConnectTimeout   no connection within --connect-timeout (also a TimeoutError)
 │   ├── ProtocolError    a response HTTP/1.1 cannot frame, a URL it cannot send
 │   │   └── IncompleteBody   the connection ended inside the body
@@ -120,6 +123,14 @@ class DNSFailed(FetchError):
     slows_host = True
 
 
+class ProxyFailed(FetchError):
+    """The proxy could not be reached, refused (407, a CONNECT not answered 2xx, a SOCKS
+    refusal) or failed: retried like a connection error."""
+
+    reason = "proxy"
+    slows_host = True
+
+
 class BadResponse(FetchError):
     reason = "bad-response"
 
@@ -134,6 +145,11 @@ class ConnectError(HTTPError):
 
 class ResolveError(ConnectError):
     """The host name did not resolve."""
+
+
+class ProxyError(ConnectError):
+    """No connection through the proxy: it is unreachable, refused the request or the
+    tunnel, or its SOCKS handshake failed."""
 
 
 class ConnectTimeout(HTTPError, TimeoutError):

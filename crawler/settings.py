@@ -33,14 +33,19 @@ def _setting(
     shown: str | None = None,
     choices: tuple[str, ...] | None = None,
     duration: bool = False,
+    bare: str | None = None,
+    cli: bool = True,
+    metavar: str | None = None,
 ) -> Any:
     """A ``Settings`` field and its description: ``help`` (one text for ``--help``, the
     docs and readers of this class); ``flag`` when it is not ``--`` plus the field's name
     with dashes (``--no-sitemaps`` sets a default-on field off); ``shown``, the default as
     ``--help`` prints it when ``str(default)`` would not do; ``choices`` for a closed set;
-    ``duration`` for a value also written ``90s``, ``50m``, ``1h30m``."""
+    ``duration`` for a value also written ``90s``, ``50m``, ``1h30m``; ``bare``, the value
+    of the flag given without one (``--netrc`` alone); ``cli=False`` for a setting only a
+    config file can hold (a table); ``metavar``, how the docs write the value."""
     meta = {"help": help, "flag": flag, "short": short, "shown": shown, "choices": choices,
-            "duration": duration}  # fmt: skip
+            "duration": duration, "bare": bare, "cli": cli, "metavar": metavar}  # fmt: skip
     return field(default=default, metadata=meta)
 
 
@@ -56,16 +61,20 @@ class Flag:
     short: str | None
     kind: str
     """``int``, ``float``, ``text``, ``duration``, ``choice``, ``switch`` (a flag without a
-    value) or ``many`` (a text, repeatable)."""
+    value), ``many`` (a text, repeatable) or ``optional`` (a text that may be left out:
+    then ``bare``)."""
     default: str | None
     """The default as shown to a user; ``None`` when there is none to show (no limit, off)."""
     help: str
     choices: tuple[str, ...] | None
+    bare: str | None = None
+    metavar: str | None = None
 
     @property
     def negates(self) -> bool:
-        """Whether giving the flag sets the field to ``False`` (``--no-progress``)."""
-        return self.flag.startswith("--no-")
+        """Whether giving the flag sets the field to ``False`` (``--no-progress``; not
+        ``--no-proxy``, a value)."""
+        return self.kind == "switch" and self.flag.startswith("--no-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +147,55 @@ class Settings:
         60.0, "Seconds one whole fetch may take: redirects, body and decoding included."
     )
     connect_timeout: float = _setting(10.0, "Seconds to establish a connection.")
+    proxy: str | None = _setting(
+        None,
+        "Send every request through this proxy: http://[user:pass@]host:port (https "
+        "sites through CONNECT), socks5:// (names resolved here) or socks5h:// (by the "
+        "proxy). Without it: http_proxy, https_proxy, all_proxy from the environment.",
+        metavar="URL",
+    )
+    no_proxy: str | None = _setting(
+        None,
+        "Hosts reached without the proxy, comma-separated: names (and the hosts below "
+        "them), IP addresses or CIDR ranges, :port; * for all. Without it: no_proxy.",
+        metavar="LIST",
+    )
+    headers: tuple[str, ...] = _setting(
+        (),
+        '"Name: value" sent with every request, replacing the crawl\'s header of that name '
+        '("Name:" removes it) (repeatable).',
+        flag="--header",
+        short="-H",
+        metavar='"NAME: VALUE"',
+    )
+    host_headers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = _setting(
+        (),
+        'Config file only: a table of host = {Name = "value"} sent to that host '
+        '(".example.com": the domain and the hosts below it), over --header.',
+        cli=False,
+    )
+    cookies: str | None = _setting(
+        None,
+        "Send the cookies of this cookies.txt (Netscape format, as curl -c and wget "
+        "--save-cookies write it) to the sites they belong to.",
+        metavar="FILE",
+    )
+    keep_cookies: bool = _setting(
+        False, "Honour Set-Cookie within the crawl (RFC 6265); off: stateless requests."
+    )
+    netrc: str | None = _setting(
+        None,
+        "Send Basic credentials of this .netrc to its hosts (--netrc alone: ~/.netrc), "
+        "as curl --netrc.",
+        bare="~/.netrc",
+        metavar="[FILE]",
+    )
+    ca_bundle: str | None = _setting(
+        None,
+        "Verify TLS against the CA certificates of this PEM file instead of the system's "
+        "(SSL_CERT_FILE and SSL_CERT_DIR are also honoured).",
+        metavar="FILE",
+    )
     max_body_bytes: int = _setting(
         10 * 1024 * 1024,
         "Largest body read (decompressed bytes); a larger response fails as too-large.",
@@ -262,6 +320,7 @@ class Settings:
             raise ConfigError("--query must not be empty")
         if self.scope not in SCOPES:
             raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        _check_network(self)
         object.__setattr__(self, "include", tuple(self.include))
         object.__setattr__(self, "exclude", tuple(self.exclude))
         compiled = (_compile("include", self.include), _compile("exclude", self.exclude))
@@ -278,6 +337,16 @@ class Settings:
         return self._compiled[1]
 
     @property
+    def agent(self) -> str:
+        """The User-Agent requests carry (a ``--header`` of that name over
+        ``--user-agent``), whose product token selects the robots.txt group."""
+        for text in reversed(self.headers):
+            name, _, value = text.partition(":")
+            if name.strip().lower() == "user-agent" and value.strip():
+                return value.strip()
+        return self.user_agent
+
+    @property
     def parse_workers(self) -> int:
         """Parse processes to start: ``workers``, else the number of CPUs."""
         return self.workers or os.cpu_count() or 1
@@ -289,21 +358,28 @@ class Settings:
     @classmethod
     def flags(cls) -> list[Flag]:
         """Every setting as a command-line flag, in the fields' order."""
-        return [_as_flag(f) for f in fields(cls) if f.init]
+        return [_as_flag(f) for f in fields(cls) if f.init and f.metadata["cli"]]
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], source: str = "settings") -> Settings:
         """Build from a mapping with flag-like keys; unknown keys are a ``ConfigError``."""
         known = {f.name for f in fields(cls) if f.init}
+        aliases = {flag.flag[2:].replace("-", "_"): flag.name for flag in cls.flags()
+                   if not flag.negates}  # fmt: skip
         clean: dict[str, Any] = {}
         for key, value in values.items():
             name = key.replace("-", "_")
+            name = aliases.get(name, name)  # header = [...] fills ``headers``
             if name.startswith("no_") and name[3:] in _NEGATED:
                 name, value = name[3:], not value
             if name not in known:
                 raise ConfigError(f"{source}: unknown setting {key!r}")
-            if name in ("include", "exclude") and isinstance(value, str):
+            if name in ("include", "exclude", "headers") and isinstance(value, str):
                 value = (value,)
+            if name == "host_headers":
+                from crawler.net.headers import host_table
+
+                value = host_table(value, source)
             clean[name] = value
         try:
             return cls(**clean)
@@ -334,6 +410,8 @@ def _as_flag(spec: dataclasses.Field[Any]) -> Flag:
         kind = "duration"
     elif meta["choices"]:
         kind = "choice"
+    elif meta["bare"] is not None:
+        kind = "optional"
     elif annotation == "bool":
         kind = "switch"
     elif annotation.startswith("tuple"):
@@ -345,7 +423,29 @@ def _as_flag(spec: dataclasses.Field[Any]) -> Flag:
         shown = str(default)
     return Flag(name=spec.name, flag=meta["flag"] or f"--{_flag(spec.name)}",
                 short=meta["short"], kind=kind, default=shown, help=meta["help"],
-                choices=meta["choices"])  # fmt: skip
+                choices=meta["choices"], bare=meta["bare"],
+                metavar=meta["metavar"])  # fmt: skip
+
+
+def _check_network(settings: Settings) -> None:
+    """The proxy, ``--no-proxy`` and headers parse (files are read when a crawl starts:
+    ``crawler.net.session``)."""
+    from crawler.net.headers import host_table, parse_header
+    from crawler.net.proxy import NoProxy, parse_proxy
+
+    if settings.proxy is not None:
+        parse_proxy(settings.proxy, "--proxy")
+    if settings.no_proxy is not None:
+        NoProxy(settings.no_proxy, "--no-proxy")
+    headers = (settings.headers,) if isinstance(settings.headers, str) else settings.headers
+    object.__setattr__(settings, "headers", tuple(headers))
+    for text in settings.headers:
+        parse_header(text)
+    object.__setattr__(settings, "host_headers", host_table(settings.host_headers, "settings"))
+    for name in ("cookies", "netrc", "ca_bundle"):
+        value = getattr(settings, name)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"--{_flag(name)} needs a file name")
 
 
 def _flag(name: str) -> str:

@@ -16,7 +16,8 @@ from crawler.settings import Flag, Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "duration": str, "many": str}
+_TYPES: dict[str, Any] = {"int": int, "float": float, "text": str, "duration": str, "many": str,
+                          "optional": str}  # fmt: skip
 
 
 def setting_options(command: F) -> F:
@@ -32,7 +33,10 @@ def help_text(flag: Flag) -> str:
 
 
 def _declarations(flag: Flag) -> list[str]:
-    return [flag.short, flag.flag] if flag.short else [flag.flag]
+    names = [flag.short, flag.flag] if flag.short else [flag.flag]
+    if not flag.negates and flag.flag[2:].replace("-", "_") != flag.name:
+        names.append(flag.name)  # --header fills ``headers``
+    return names
 
 
 def _attributes(flag: Flag) -> dict[str, Any]:
@@ -47,6 +51,11 @@ def _attributes(flag: Flag) -> dict[str, Any]:
         attributes["multiple"] = flag.kind == "many"
         if flag.kind == "duration":
             attributes["metavar"] = "DURATION"
+        if flag.metavar:
+            attributes["metavar"] = flag.metavar.strip('"')
+        if flag.kind == "optional":  # --netrc alone, or --netrc FILE
+            attributes["is_flag"] = False
+            attributes["flag_value"] = flag.bare
         if flag.kind == "many":
             del attributes["default"]  # click's () for a repeatable option given no times
     return attributes

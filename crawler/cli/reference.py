@@ -16,7 +16,8 @@ from crawler.settings import Flag, Settings
 BEGIN, END = "<!-- flags:begin -->", "<!-- flags:end -->"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
-_VALUES = {"int": "N", "float": "S", "text": "TEXT", "duration": "DURATION", "many": "REGEX"}
+_VALUES = {"int": "N", "float": "S", "text": "TEXT", "duration": "DURATION", "many": "REGEX",
+           "optional": "[TEXT]"}  # fmt: skip
 
 
 def table() -> str:
@@ -41,7 +42,7 @@ def _usage(flag: Flag) -> str:
     names = f"{flag.short}, {flag.flag}" if flag.short else flag.flag
     if flag.kind == "switch":
         return f"`{names}`"
-    value = "|".join(flag.choices) if flag.choices else _VALUES[flag.kind]
+    value = "|".join(flag.choices) if flag.choices else flag.metavar or _VALUES[flag.kind]
     return f"`{names} {value}`"
 
 

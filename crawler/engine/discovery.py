@@ -92,7 +92,7 @@ class Discovery:
 
     def _known(self, job: FetchJob, rules: RobotsRules | None, reason: str) -> None:
         settings = self._settings
-        delay = rules.crawl_delay(settings.user_agent) if rules is not None else None
+        delay = rules.crawl_delay(settings.agent) if rules is not None else None
         self._frontier.robots_done(job, rules, delay, time.monotonic(), reason=reason)
         # A shared frontier (PostgreSQL) reads no sitemaps: each process holding the host in
         # turn would read them again, outside the host's lease.

@@ -45,8 +45,11 @@ from crawler.errors import ConfigError, StorageError
 from crawler.frontier.hosts import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
 from crawler.hooks import Hooks
 from crawler.lock import RunLock
-from crawler.net.fetch import Fetcher, open_session
+from crawler.net.fetch import Fetcher
 from crawler.net.guard import allow_all, allow_origins
+from crawler.net.headers import parse_header, redacted
+from crawler.net.proxy import parse_proxy
+from crawler.net.session import Network, open_session
 from crawler.policy.retry import RetryPolicy
 from crawler.policy.scope import Scope
 from crawler.policy.traps import TemplateBudget, TrapLimits
@@ -99,6 +102,8 @@ class Engine:
         self.seeds, self._credentials = split_credentials(seeds)
         """Seeds without userinfo (what is stored, logged, exported); the userinfo kept here
         only, by origin, and sent to that origin only (``open_session``)."""
+        self._network = Network.prepare(settings)
+        """Proxies, headers, cookies, .netrc, CA bundle: read now, a bad one a ConfigError."""
         self._owns_store = store is None
         self._store: Store = (
             store if store is not None else make_store(settings.db, lease_ttl_s=settings.lease_ttl)
@@ -109,7 +114,7 @@ class Engine:
             per_host=settings.per_host,
             delay_s=settings.delay,
             max_delay_s=settings.max_delay,
-            user_agent=settings.user_agent,
+            user_agent=settings.agent,
             check_robots=not settings.ignore_robots,
             max_crawl_delay_s=settings.max_crawl_delay,
             max_pages_per_host=settings.max_pages_per_host,
@@ -246,7 +251,7 @@ class Engine:
                 settings.max_time, self.stop, "max-time"
             )
         async with (
-            open_session(settings, self._host_allowed, self._credentials) as session,
+            open_session(settings, self._host_allowed, self._credentials, self._network) as session,
             ParsePool(
                 settings.parse_workers,
                 extract=self.hooks.extract,
@@ -477,4 +482,9 @@ def split_credentials(seeds: Iterable[str]) -> tuple[list[str], dict[str, str]]:
 def _settings_json(settings: Settings) -> dict[str, object]:
     values = {k: v for k, v in asdict(settings).items() if not k.startswith("_")}
     values["db"] = redact_dsn(settings.db)  # never a password in the database or a report
+    if settings.proxy:
+        values["proxy"] = parse_proxy(settings.proxy).url
+    values["headers"] = [redacted(*parse_header(text)) for text in settings.headers]
+    values["host_headers"] = {host: [redacted(n, v) for n, v in pairs]
+                              for host, pairs in settings.host_headers}  # fmt: skip
     return values

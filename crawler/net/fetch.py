@@ -1,6 +1,7 @@
-"""Fetcher: the only place that makes requests (``crawler.net.http``). One ``HttpClient`` per crawl.
+"""Fetcher: the only place that makes requests (``crawler.net.http``), through the crawl's one
+``HttpClient`` (``crawler.net.session.open_session``).
 
-Owns: request headers, the fetch's deadline, body size caps (on the bytes received, and on
+Owns: the fetch's deadline, body size caps (on the bytes received, and on
 the decompressed bytes while decoding), redirects (followed here, hop by hop, each hop vetted
 and paced by the caller), which bodies are HTML (the WHATWG MIME Sniffing standard's rules),
 and the translation of the client's and OS exceptions into ``FetchError``s (always chained).
@@ -34,11 +35,13 @@ from crawler.errors import (
     DNSFailed,
     FetchError,
     FetchTimeout,
+    ProxyError,
+    ProxyFailed,
     TooLarge,
 )
 from crawler.net import http
-from crawler.net.decoding import BodyDecoder, accept_encoding, codings
-from crawler.net.guard import HostAllowed, blocked_reason
+from crawler.net.decoding import BodyDecoder, codings
+from crawler.net.guard import blocked_reason
 from crawler.policy.scope import resolve_url, strip_userinfo
 from crawler.settings import Settings
 
@@ -53,7 +56,6 @@ A declared type is otherwise what the body is: ``text/plain`` is never HTML ther
 ``application/octet-stream`` is a download."""
 RESOURCE_HEADER_BYTES = 1445
 """How much of a body the sniffing rules read (the standard's "resource header")."""
-_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _DECODE_STEP_BYTES = 256 << 10
 """A compressed body larger than this is decoded in steps of this many input bytes, with the
@@ -133,25 +135,6 @@ def sniff_html(body: bytes) -> bool:
         and len(head) > len(pattern)
         and head[len(pattern)] in _TAG_TERMINATING
         for pattern in _HTML_PATTERNS
-    )
-
-
-def open_session(
-    settings: Settings, allowed: HostAllowed, credentials: dict[str, str] | None = None
-) -> http.HttpClient:
-    """The crawl's one HTTP client: at most ``concurrency`` connections, DNS cached, no
-    cookies, a resolver that refuses private addresses for origins not ``allowed``, and
-    ``credentials`` (``user:password`` by origin) sent to their own origin only."""
-    return http.HttpClient(
-        limit=settings.concurrency,
-        connect_timeout=settings.connect_timeout,
-        headers={
-            "User-Agent": settings.user_agent,
-            "Accept": _ACCEPT,
-            "Accept-Encoding": accept_encoding(),
-        },
-        allowed=allowed,
-        credentials=credentials,
     )
 
 
@@ -290,6 +273,8 @@ class Fetcher:
             raise BadResponse(url, f"incomplete body: {exc}", slows_host=True) from exc
         except http.BodyTooLarge as exc:
             raise TooLarge(url, f"body exceeds {exc.limit} bytes") from exc
+        except ProxyError as exc:
+            raise ProxyFailed(url, str(exc)) from exc
         except (http.ConnectError, OSError) as exc:
             reason = blocked_reason(exc)
             if reason is not None:

@@ -30,7 +30,7 @@ __all__ = ["Outcome", "OutcomeKind", "RetryPolicy", "classify", "parse_retry_aft
 OutcomeKind = Literal["ok", "retry", "failed"]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-RETRY_ERRORS = frozenset({"timeout", "connect"})
+RETRY_ERRORS = frozenset({"timeout", "connect", "proxy"})
 """``FetchError.reason`` words of transient transport failures (``crawler.errors``)."""
 
 _SECONDS = re.compile(r"\d{1,20}(\.\d{1,9})?")

@@ -16,7 +16,7 @@ from crawler.net.http.framing import ResponseFraming, ends_at_close
 from crawler.net.http.response import Response
 
 if TYPE_CHECKING:
-    from crawler.net.http.client import HttpClient
+    from crawler.net.http.client import HttpClient, Route
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -26,7 +26,7 @@ class Connection(asyncio.BufferedProtocol):
     shared by its connections (each read is parsed at once, and nothing keeps a view of
     it: llhttp hands the body over as new ``bytes``), instead of a new ``bytes`` a read."""
 
-    def __init__(self, client: HttpClient, key: tuple[str, str, int]) -> None:
+    def __init__(self, client: HttpClient, key: Route) -> None:
         self.client = client
         self.key = key
         self.transport: asyncio.Transport | None = None
