@@ -35,6 +35,8 @@ CrawlerError
 ```
 
 Foreign exceptions enter the tree at one boundary each:
+- python-socks' errors, and an http proxy's refusal (a ``CONNECT`` not answered 2xx, a 407):
+  as ``ProxyError``, in ``crawler.net.http.tunnel`` and ``HttpClient.get``;
 - httptools' parser errors (``HttpParserError``, ``HttpParserUpgrade``): as ``ProtocolError``,
   in ``crawler.net.http.framing.ResponseFraming.feed``;
 - OSError (ssl errors included) and TimeoutError (``asyncio.TimeoutError`` is one): as

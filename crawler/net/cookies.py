@@ -18,6 +18,11 @@ cookies. Two things are added here, before a cookie reaches the jar:
   5.3 step 5): it would go to every site under that suffix. ``Domain`` equal to the
   response's host is a host-only cookie then.
 
+One departure from the jar, by RFC 6265's rule: an ``Expires`` date of the Unix epoch, the
+usual way to delete a cookie, deletes it (the jar's date parser returns 0 for it, which it
+then takes for no date: a session cookie). Cookies are sent sorted by name, as aiohttp's
+client sends them.
+
 ``SameSite`` does not apply to a crawler (it has no "site for cookies"), and ``HttpOnly``
 is only about scripts. Cookies are never stored, exported or logged: the ``Cookie``
 request header is one of ``crawler.net.http.SECRET_HEADERS``.
@@ -124,7 +129,9 @@ class CookieStore:
         if not len(self._jar):
             return ""
         found = self._jar.filter_cookies(self._url(url, encoded=True))
-        return "; ".join(f"{m.key}={m.coded_value}" for m in found.values())
+        # by name, as aiohttp's client writes them (the jar's answer keeps no paths to
+        # order them as RFC 6265 5.4 suggests; servers must not depend on the order)
+        return "; ".join(f"{found[name].key}={found[name].coded_value}" for name in sorted(found))
 
     def update(self, url: str, values: Iterable[str]) -> None:
         """Honour a response's ``Set-Cookie`` values (from ``url``), when ``keep``."""
@@ -140,9 +147,17 @@ class CookieStore:
                     log.debug("%s: refused cookie %r for the public suffix %s", url, name, domain)
                     continue
                 del morsel["domain"]  # the host itself: host-only
+            if morsel["expires"] and not morsel["max-age"] and self._past(morsel["expires"]):
+                morsel["max-age"] = "0"  # the jar reads the epoch itself as no date at all
             kept.append((name, morsel))
         if kept:
             self._jar.update_cookies(kept, response_url)
+
+    def _past(self, expires: str) -> bool:
+        """Whether an ``Expires`` date (RFC 6265 5.1.1, the jar's own parser) has passed."""
+        parse = getattr(type(self._jar), "_parse_date", None)
+        when = parse(expires) if parse is not None else None
+        return when is not None and when <= time.time()
 
     def _public(self, domain: str) -> bool:
         if self._suffixes is None:

@@ -1,7 +1,6 @@
 """Basic credentials by host from a ``.netrc`` (``--netrc [FILE]``, as curl ``--netrc``).
 
-Read by the standard library's ``netrc`` module (its parser and, for ``~/.netrc``, its check
-that the file is private to its owner). A ``machine`` entry's ``login`` and ``password`` go,
+Read by the standard library's ``netrc`` module. A ``machine`` entry's ``login`` and ``password`` go,
 as ``Authorization: Basic``, to requests for that host name (any port, either scheme) and to
 no other host: a redirect elsewhere carries none. The ``default`` entry is not used: a crawl
 reaches hosts nobody named, and each would get the password. Credentials are never stored,

@@ -27,8 +27,13 @@ Invariants:
   scheme's default port filled in) at both enforcement points: a seed on a private address
   exempts that one server, not every port of its host.
 
-Not covered: connections through an HTTP proxy (the resolver then sees the proxy's name only);
-the crawl's client reads no proxy settings, so no proxy is configured behind its back.
+Through a proxy (``crawler.net.proxy``): IP-literal targets are checked as ever (point 2, in
+the engine); ``socks5://`` and ``socks4://`` targets' names are resolved here, through
+``GuardedResolver``, and the proxy is given the address: fully covered. An http proxy, and
+``socks5h://`` / ``socks4a://``, resolve target names themselves: the guard cannot see the
+address a name leads to there, and does not try (a lookup here could disagree with the
+proxy's, or fail where only the proxy can resolve). The proxy's own address is the user's
+choice and is not checked.
 """
 
 from __future__ import annotations

@@ -118,7 +118,9 @@ class Connection(asyncio.BufferedProtocol):
         else:
             self.close()
 
-    def close(self) -> None:
+    def close(self, *, abort: bool = False) -> None:
+        """Close the connection; ``abort``: at once, without TLS's closing handshake (the
+        client is closing: nothing waits for the peer's answer to it)."""
         response = self.response
         if response is not None and not response.complete:  # not a body the close ends
             error = ConnectError("the connection was closed before the response was complete")
@@ -129,7 +131,10 @@ class Connection(asyncio.BufferedProtocol):
                 response._fail(error)
         if self.transport is not None and not self.closed:
             self.closed = True
-            self.transport.close()
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
             self.client._lost(self)
 
     def _signal_head(self, error: BaseException | None) -> None:
