@@ -92,10 +92,22 @@ def test_every_field_is_a_flag_with_a_kind_a_help_and_its_own_default() -> None:
     defaults = Settings()
     for flag in flags.values():
         assert flag.help.strip().endswith("."), flag.name
-        assert flag.kind in ("int", "float", "text", "duration", "choice", "switch", "many",
-                             "optional")
+        assert flag.kind in (
+            "int",
+            "float",
+            "text",
+            "duration",
+            "choice",
+            "switch",
+            "many",
+            "optional",
+        )
         value = getattr(defaults, flag.name)
-        if flag.kind in ("int", "float", "text", "choice") and value is not None and flag.name != "workers":
+        if (
+            flag.kind in ("int", "float", "text", "choice")
+            and value is not None
+            and flag.name != "workers"
+        ):
             assert flag.default == str(value), flag.name  # shown as the field holds it
     assert flags["sitemaps"].flag == "--no-sitemaps" and flags["sitemaps"].negates
     assert flags["quiet"].short == "-q" and flags["scope"].choices == ("host", "domain", "any")

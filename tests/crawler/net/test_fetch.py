@@ -10,8 +10,8 @@ from aiohttp import web
 
 from crawler.errors import BadResponse, ConnectFailed, FetchError, FetchTimeout, TooLarge
 from crawler.net.fetch import Fetcher, sniff_html
-from crawler.net.session import open_session
 from crawler.net.guard import allow_all
+from crawler.net.session import open_session
 from crawler.settings import Settings
 from tests.sites import SiteServer, html_handler
 

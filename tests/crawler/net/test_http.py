@@ -28,10 +28,12 @@ OK = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhe
 
 class Server:
     """An asyncio server on 127.0.0.1 on the test's own loop: ``respond`` answers each
-    request; ``connections`` counts the connections it accepted, ``requests`` holds heads."""
+    request; ``connections`` counts the connections it accepted, ``requests`` holds heads.
+    ``idle_close_s``: close a connection that stays this long without a request."""
 
-    def __init__(self, respond: Respond) -> None:
+    def __init__(self, respond: Respond, idle_close_s: float | None = None) -> None:
         self.respond = respond
+        self.idle_close_s = idle_close_s
         self.connections = 0
         self.open = 0
         self.most_open = 0
@@ -58,8 +60,9 @@ class Server:
         try:
             while True:
                 try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                    async with asyncio.timeout(self.idle_close_s):
+                        head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
                     break
                 self.requests.append(head)
                 if not await self.respond(head, writer):
