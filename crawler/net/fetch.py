@@ -298,11 +298,14 @@ class Fetcher:
     ) -> FetchResult:
         current, visited = url, {url}
         loop = asyncio.get_running_loop()
+        cookies_seen = self._session.cookies_set
         for _ in range(self._max_redirects + 1):
             result = await self._get(url, current, any_type, conditional)
             if result.redirect_to is None:
                 return result
             target = result.redirect_to
+            if self._session.cookies_set != cookies_seen:  # a cookie changed: so may the answer
+                cookies_seen, visited = self._session.cookies_set, {current}
             if target in visited:
                 raise BadResponse(url, f"redirect loop at {target}")
             stop = check_redirect(target) if check_redirect is not None else None
@@ -381,7 +384,7 @@ def _redirect(url: str, current: str, resp: http.Response, robots_tag: str) -> F
     only the seeds' own), or ``stopped`` as ``scheme`` for a target that is a URL of another
     scheme (``javascript:``, ``data:``, ``ftp:`` ...), which the crawl does not follow. A
     ``Location`` that is no URL at all is a bad response."""
-    location = resp.headers["location"]
+    location = _escape_undecodable(resp.headers["location"])
     target = resolve_url(current, location)
     if target is not None:
         return FetchResult(url, current, resp.status, resp.content_type, resp.charset, None,
@@ -391,6 +394,15 @@ def _redirect(url: str, current: str, resp: http.Response, robots_tag: str) -> F
         raise BadResponse(url, f"unusable redirect target {location[:200]!r}")
     return FetchResult(url, current, resp.status, resp.content_type, resp.charset, None,
                        robots_tag, stopped="scheme")  # fmt: skip
+
+
+def _escape_undecodable(text: str) -> str:
+    """``text`` (a header, UTF-8 with other bytes as surrogates) with each byte that is not
+    UTF-8 percent-encoded as it came (``/caf\\xe9``, latin-1 from an old server, is
+    ``/caf%E9``), where a URL parser would refuse it."""
+    if text.isascii() or not any("\udc80" <= c <= "\udcff" for c in text):
+        return text
+    return "".join(f"%{ord(c) - 0xDC00:02X}" if "\udc80" <= c <= "\udcff" else c for c in text)
 
 
 def _headers_json(resp: http.Response) -> str:

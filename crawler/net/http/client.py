@@ -97,6 +97,9 @@ class HttpClient:
         self._host_credentials = dict(host_credentials or {})
         self._proxies = proxies or None
         self._cookies = cookies
+        self.cookies_set = 0
+        """How many responses have set cookies (the Fetcher's redirect-loop check: a chain
+        may come back to a URL once a cookie changed, as a login's does)."""
         self._allowed = allowed
         self._resolver = GuardedResolver(allowed, resolver)
         self._make_tls = tls
@@ -189,6 +192,7 @@ class HttpClient:
                 assert proxy is not None
                 raise ProxyError(f"proxy {proxy.url} refused the request: 407 {response.reason}")
             if cookies is not None and cookies.keep and "set-cookie" in response.headers:
+                self.cookies_set += 1
                 cookies.update(
                     strip_userinfo(url) if userinfo else url,
                     [v.decode("latin-1") for k, v in response.raw_headers

@@ -207,3 +207,49 @@ def test_connection_refused() -> None:
     with pytest.raises(ConnectFailed) as caught:
         fetch("http://127.0.0.1:9/")
     assert caught.value.reason == "connect" and caught.value.__cause__ is not None
+
+
+def test_a_chain_may_come_back_to_a_url_once_a_cookie_is_set() -> None:
+    """The login dance: ``/a`` without a session redirects to ``/login``, which sets one and
+    redirects back to ``/a``. With cookies kept that is no loop (the answer changed); without,
+    ``/a`` would redirect again, and it is one."""
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        if request.cookies.get("s") == "1":
+            return web.Response(text="<title>in</title>", content_type="text/html")
+        return web.Response(status=302, headers={"Location": "/login"})
+
+    async def login(request: web.Request) -> web.StreamResponse:
+        response = web.Response(status=302, headers={"Location": "/a"})
+        response.set_cookie("s", "1")
+        return response
+
+    with SiteServer({"/a": page, "/login": login}) as site:
+        result = fetch(site.url + "/a", keep_cookies=True)
+        assert (result.status, result.final_url) == (200, site.url + "/a")
+        with pytest.raises(BadResponse, match="redirect loop"):
+            fetch(site.url + "/a")
+
+
+def test_a_location_byte_that_is_not_utf8_is_percent_encoded() -> None:
+    """``Location: /caf\\xe9`` (latin-1, as old servers write it): followed to ``/caf%E9``,
+    the byte kept as it came, where a URL parser would refuse the lone byte."""
+    from tests.crawler.net.test_http import Server
+
+    async def respond(head: bytes, writer: asyncio.StreamWriter) -> bool:
+        if head.startswith(b"GET /old "):
+            writer.write(b"HTTP/1.1 302 Found\r\nLocation: /caf\xe9\r\nContent-Length: 0\r\n\r\n")
+        else:
+            target = head.split(b" ")[1]
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d"
+                         b"\r\n\r\n%s" % (len(target), target))  # fmt: skip
+        return True
+
+    async def go() -> object:
+        async with Server(respond) as server:
+            config = Settings()
+            async with open_session(config, allow_all) as session:
+                return await Fetcher(session, config).fetch(server.url("/old")), server.url("/")
+
+    result, root = asyncio.run(go())  # type: ignore[misc]
+    assert result.final_url == root + "caf%E9" and result.body == b"/caf%E9"
