@@ -305,7 +305,7 @@ class Fetcher:
                 return result
             target = result.redirect_to
             if self._session.cookies_set != cookies_seen:  # a cookie changed: so may the answer
-                cookies_seen, visited = self._session.cookies_set, {current}
+                cookies_seen, visited = self._session.cookies_set, set()
             if target in visited:
                 raise BadResponse(url, f"redirect loop at {target}")
             stop = check_redirect(target) if check_redirect is not None else None
