@@ -167,6 +167,38 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE runs ADD COLUMN pages_unchanged INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    Migration(
+        3,
+        "search index",
+        """
+        -- The inverted index of pages.tokens for crawl rank (storage.sqlite.search): segments
+        -- of compressed postings, built from the pages the log below names. A page's
+        -- postings count only in the newest segment that names it (in docs or removed).
+        CREATE TABLE search_segments (
+            id            INTEGER PRIMARY KEY,
+            docs          BLOB NOT NULL,             -- page ids, ascending (int64 LE)
+            lengths       BLOB NOT NULL,             -- their token counts (uint32 LE)
+            removed       BLOB NOT NULL,             -- page ids whose postings end here
+            terms         BLOB NOT NULL,             -- term ids, ascending (uint32 LE)
+            df            BLOB NOT NULL,             -- postings of each term (uint32 LE)
+            starts        BLOB NOT NULL,             -- each term's byte offset (int64 LE, +1)
+            postings      BLOB NOT NULL,             -- variable-byte (doc gap, tf) pairs
+            built_at      TEXT NOT NULL              -- ISO-8601 UTC
+        );
+        -- Pages whose tokens changed since the index last caught up: kept by triggers, so
+        -- that any writer of pages (a crawl, another tool) keeps the index's to-do list.
+        CREATE TABLE search_pending (page_id INTEGER PRIMARY KEY);
+        CREATE TRIGGER search_page_added AFTER INSERT ON pages WHEN new.tokens IS NOT NULL
+            BEGIN INSERT INTO search_pending (page_id) VALUES (new.id) ON CONFLICT DO NOTHING; END;
+        CREATE TRIGGER search_page_changed AFTER UPDATE OF tokens ON pages
+            WHEN old.tokens IS NOT new.tokens
+            BEGIN INSERT INTO search_pending (page_id) VALUES (new.id) ON CONFLICT DO NOTHING; END;
+        CREATE TRIGGER search_page_deleted AFTER DELETE ON pages WHEN old.tokens IS NOT NULL
+            BEGIN INSERT INTO search_pending (page_id) VALUES (old.id) ON CONFLICT DO NOTHING; END;
+        -- an older database: every page with tokens is to be indexed, once
+        INSERT INTO search_pending (page_id) SELECT id FROM pages WHERE tokens IS NOT NULL;
+        """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,176 @@
+"""BM25 over the persistent inverted index (``storage.sqlite.search``): a query touches only
+its terms' postings, never the whole corpus.
+
+``SearchIndex(path)`` brings the index up to date (``catch_up``: the pages written since it
+last did), then loads each segment's small arrays: which pages are live where, their
+lengths, the term dictionaries. A query reads its terms' runs of postings by byte range,
+decodes them (``parsers.postings.decode``), keeping live documents only, and scores them
+document by document (``_score``, a merge of the terms' runs): the same Okapi BM25 as
+``crawler.relevance.scoring`` (k1 1.2, b 0.75, Lucene idf, float64; N, average length and
+document frequencies over the live pages), the same top-k and tie order (lower page id).
+
+Not (yet): dynamic pruning (MaxScore/WAND) and the GPU: every posting of a query term is
+scored, on the CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from crawler.relevance.bm25 import K1, B
+from crawler.relevance.bm25 import avgdl as average_length
+from crawler.relevance.scoring import _top_k
+from parsers.postings import decode
+from storage.sqlite import search as tables
+
+log = logging.getLogger(__name__)
+
+F64Array = npt.NDArray[np.float64]
+I64Array = npt.NDArray[np.int64]
+
+
+@njit(cache=True)
+def _score(docs, tfs, places, bounds, idf, lengths, k1, b, avgdl, out_docs, out_scores):  # type: ignore[no-untyped-def]
+    """Score the documents of the query terms' runs (term ``t`` owns
+    ``docs[bounds[t]:bounds[t+1]]``, documents ascending), merged document by document; a
+    document's parts are summed in its own token order (``places``), as
+    ``crawler.relevance.scoring._doc_score`` sums them, so the two agree to the last bit.
+    Writes documents ascending and their scores; returns how many."""
+    k = bounds.size - 1
+    heads = bounds[:-1].copy()
+    parts = np.empty(k, dtype=np.float64)
+    order = np.empty(k, dtype=np.int64)
+    n_out = 0
+    while True:
+        best = -1
+        for t in range(k):
+            if heads[t] < bounds[t + 1]:
+                d = docs[heads[t]]
+                if best < 0 or d < best:
+                    best = d
+        if best < 0:
+            return n_out
+        norm = k1 * (1.0 - b + b * lengths[best] / avgdl)
+        m = 0
+        for t in range(k):
+            j = heads[t]
+            if j < bounds[t + 1] and docs[j] == best:
+                tf = tfs[j] * 1.0
+                part = idf[t] * tf * (k1 + 1.0) / (tf + norm)
+                i = m
+                while i > 0 and order[i - 1] > places[j]:
+                    parts[i] = parts[i - 1]
+                    order[i] = order[i - 1]
+                    i -= 1
+                parts[i] = part
+                order[i] = places[j]
+                m += 1
+                heads[t] = j + 1
+        score = 0.0
+        for i in range(m):
+            score += parts[i]
+        out_docs[n_out] = best
+        out_scores[n_out] = score
+        n_out += 1
+
+
+class SearchIndex:
+    """The index of one SQLite crawl database, kept open across queries."""
+
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        """``read_only``: never write (``crawl serve``): an index that is behind is then
+        a ``LookupError``, as one that is missing."""
+        self._connection, writable = tables.connect(path, read_only)
+        self.indexed_now = 0
+        if not tables.has_index(self._connection):
+            raise LookupError(f"{path}: no search index (schema before version 3, read-only)")
+        if writable:
+            self.indexed_now = tables.catch_up(self._connection)
+        elif tables.pending_count(self._connection):
+            raise LookupError(f"{path}: the search index is behind and the file is read-only")
+        self._segments = tables.load(self._connection)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Which documents are live where: the newest segment naming a page decides."""
+        newest: dict[int, int] = {}
+        for position, segment in enumerate(self._segments):
+            for page_id in segment.removed.tolist():
+                newest[page_id] = -1 - position  # gone as of this segment
+            for page_id in segment.docs.tolist():
+                newest[page_id] = position
+        live_pages = np.array(sorted(p for p, at in newest.items() if at >= 0), dtype=np.int64)
+        self.page_ids = live_pages
+        """Global document index -> page id, ascending (ties rank to the lower page id)."""
+        self.lengths = np.zeros(live_pages.size, dtype=np.int64)
+        self._maps: list[I64Array] = []
+        for position, segment in enumerate(self._segments):
+            where = np.searchsorted(live_pages, segment.docs)
+            keep = np.array([newest[p] == position for p in segment.docs.tolist()], dtype=bool)
+            mapping = np.where(keep, where, -1).astype(np.int64)
+            self._maps.append(mapping)
+            self.lengths[mapping[keep]] = segment.lengths[keep]
+        self.n_docs = int(live_pages.size)
+        self._avgdl = average_length(self.n_docs, int(self.lengths.sum()))
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def scores_of(self, query_ids: npt.ArrayLike) -> tuple[I64Array, F64Array]:
+        """(global document indexes holding a query term, their BM25 scores)."""
+        q = np.unique(np.asarray(query_ids, dtype=np.uint32))
+        df = np.zeros(q.size, dtype=np.int64)
+        all_docs: list[I64Array] = []
+        all_tfs: list[I64Array] = []
+        all_places: list[I64Array] = []
+        bounds = [0]
+        for k, term in enumerate(q.tolist()):
+            runs = []
+            for segment, mapping in zip(self._segments, self._maps, strict=True):
+                at = int(np.searchsorted(segment.terms, term))
+                if at >= segment.terms.size or segment.terms[at] != term:
+                    continue
+                count = int(segment.df[at])
+                data = tables.postings_of(self._connection, segment.id,
+                                          int(segment.starts[at]), int(segment.starts[at + 1]))  # fmt: skip
+                found = np.empty(count, dtype=np.int64)
+                tfs = np.empty(count, dtype=np.int64)
+                places = np.empty(count, dtype=np.int64)
+                kept = decode(np.frombuffer(data, dtype=np.uint8), count, mapping, found, tfs,
+                              places, 0)  # fmt: skip
+                runs.append((found[:kept], tfs[:kept], places[:kept]))
+            if len(runs) == 1:
+                docs, tfs, places = runs[0]
+            elif runs:  # runs of several segments: one, documents ascending
+                docs, tfs, places = (np.concatenate([r[i] for r in runs]) for i in range(3))
+                by_doc = np.argsort(docs, kind="stable")
+                docs, tfs, places = docs[by_doc], tfs[by_doc], places[by_doc]
+            else:
+                docs = tfs = places = np.empty(0, dtype=np.int64)
+            df[k] = docs.size
+            all_docs.append(docs)
+            all_tfs.append(tfs)
+            all_places.append(places)
+            bounds.append(bounds[-1] + docs.size)
+        if not bounds[-1]:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        idf = np.log1p((self.n_docs - df + 0.5) / (df + 0.5))
+        out_docs = np.empty(bounds[-1], dtype=np.int64)
+        out_scores = np.empty(bounds[-1], dtype=np.float64)
+        n = _score(np.concatenate(all_docs), np.concatenate(all_tfs), np.concatenate(all_places),
+                   np.asarray(bounds, dtype=np.int64), idf, self.lengths, K1, B, self._avgdl,
+                   out_docs, out_scores)  # fmt: skip
+        return out_docs[:n], out_scores[:n]
+
+    def rank(self, query_ids: npt.ArrayLike, top: int = 10) -> tuple[I64Array, F64Array]:
+        """The ``top`` best pages (page ids) and their scores, best first."""
+        touched, scores = self.scores_of(query_ids)
+        local, best = _top_k(scores, top)
+        return self.page_ids[touched[local]], best
+
+    def pages(self, page_ids: list[int]) -> dict[int, tuple[str, str | None]]:
+        return tables.titles_urls(self._connection, page_ids)

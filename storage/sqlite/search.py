@@ -1,0 +1,209 @@
+"""The search index's tables in a SQLite crawl database: segments of postings, and the log
+of pages to index (``search_pending``, kept by triggers: migration 3, ``storage.schema``).
+
+``catch_up`` indexes what the log names, in one write transaction: the pages' token blobs
+become one new segment (``parsers.postings.build``), the log is emptied, and past
+``MAX_SEGMENTS`` segments every live page is rebuilt into one (a merge: dead postings go).
+A page's postings count only in the newest segment that names it, in its ``docs`` (live
+there) or its ``removed`` (gone: no tokens any more, a duplicate, deleted).
+
+``load`` reads each segment's small arrays (documents, lengths, terms, offsets); postings
+are read by byte range from the blob (``postings_of``), the query's terms only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from parsers.postings import build, unpack_blobs
+from storage.base import StoreError
+from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
+
+MAX_SEGMENTS = 8
+"""More segments than this are merged into one (each query reads every segment's runs)."""
+_READ_CHUNK = 2000
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Segment:
+    """One segment's arrays (postings stay in the database)."""
+
+    id: int
+    docs: npt.NDArray[np.int64]
+    lengths: npt.NDArray[np.uint32]
+    removed: npt.NDArray[np.int64]
+    terms: npt.NDArray[np.uint32]
+    df: npt.NDArray[np.uint32]
+    starts: npt.NDArray[np.int64]
+
+    @property
+    def postings_bytes(self) -> int:
+        return int(self.starts[-1]) if self.starts.size else 0
+
+
+def connect(path: str, read_only: bool = False) -> tuple[sqlite3.Connection, bool]:
+    """(a connection to the crawl database at ``path``, whether it may write: not with
+    ``read_only``, nor where the file or its folder is). A database at an older schema
+    version is migrated, if it may be written."""
+    import os
+
+    if not os.path.exists(path):
+        raise StoreError(f"{path}: no such database")
+    writable = not read_only and os.access(path, os.W_OK)
+    writable = writable and os.access(os.path.dirname(path) or ".", os.W_OK)
+    try:
+        if writable:
+            connection = sqlite3.connect(path, isolation_level=None, timeout=30)
+            connection.execute("PRAGMA busy_timeout=30000")
+            _migrate(connection)
+        else:
+            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        connection.execute("SELECT 1 FROM pages LIMIT 1")
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: not a crawl database ({exc})") from exc
+    return connection, writable
+
+
+def _migrate(connection: sqlite3.Connection) -> None:
+    connection.execute(MIGRATIONS_TABLE)
+    applied = {row[0] for row in connection.execute("SELECT version FROM schema_migrations")}
+    if not applied:
+        return  # not made by a crawl (or empty): the store's first open migrates it
+    if max(applied) > LATEST_VERSION:
+        raise StoreError(f"database schema version {max(applied)} is newer than this crawler")
+    for migration in pending(applied):
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in split_statements(migration.sql):
+                connection.execute(statement)
+            connection.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, datetime.now(UTC).isoformat()),
+            )
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+
+def has_index(connection: sqlite3.Connection) -> bool:
+    return (
+        connection.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('search_segments', 'search_pending')"
+        ).fetchone()[0]
+        == 2
+    )
+
+
+def pending_count(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("SELECT count(*) FROM search_pending").fetchone()[0])
+
+
+def catch_up(connection: sqlite3.Connection) -> int:
+    """Index the pages the log names (and merge, past ``MAX_SEGMENTS``); how many pages
+    the new segment holds or removes. One write transaction: a crawl writing meanwhile waits
+    (its busy timeout), and nothing it writes is missed."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        ids = [row[0] for row in connection.execute(
+            "SELECT page_id FROM search_pending ORDER BY page_id")]  # fmt: skip
+        if not ids:
+            connection.execute("COMMIT")
+            return 0
+        segments = connection.execute("SELECT count(*) FROM search_segments").fetchone()[0]
+        if segments >= MAX_SEGMENTS:  # merge: one segment of every live page
+            connection.execute("DELETE FROM search_segments")
+            rows = connection.execute(
+                "SELECT id, tokens FROM pages WHERE tokens IS NOT NULL ORDER BY id"
+            ).fetchall()
+            removed: list[int] = []
+        else:
+            rows = _tokens_of(connection, ids)
+            present = {page_id for page_id, _ in rows}
+            removed = [page_id for page_id in ids if page_id not in present]
+        _write_segment(connection, rows, removed)
+        connection.execute("DELETE FROM search_pending")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    return len(ids)
+
+
+def _tokens_of(connection: sqlite3.Connection, ids: list[int]) -> list[tuple[int, bytes]]:
+    rows: list[tuple[int, bytes]] = []
+    for start in range(0, len(ids), _READ_CHUNK):
+        chunk = ids[start : start + _READ_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        rows += connection.execute(
+            f"SELECT id, tokens FROM pages WHERE id IN ({marks}) AND tokens IS NOT NULL"
+            " ORDER BY id",
+            chunk,
+        ).fetchall()
+    return rows
+
+
+def _write_segment(
+    connection: sqlite3.Connection, rows: list[tuple[int, bytes]], removed: list[int]
+) -> None:
+    docs = np.fromiter((page_id for page_id, _ in rows), dtype=np.int64, count=len(rows))
+    try:
+        ids, counts, offsets, lengths = unpack_blobs([blob for _, blob in rows])
+    except ValueError as exc:
+        raise StoreError(f"cannot index pages.tokens: {exc}") from exc
+    terms, df, starts, postings = build(ids, counts, offsets)
+    connection.execute(
+        "INSERT INTO search_segments (docs, lengths, removed, terms, df, starts, postings,"
+        " built_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (docs.astype("<i8").tobytes(), lengths.astype("<u4").tobytes(),
+         np.asarray(removed, dtype="<i8").tobytes(), terms.astype("<u4").tobytes(),
+         df.astype("<u4").tobytes(), starts.astype("<i8").tobytes(), postings.tobytes(),
+         datetime.now(UTC).isoformat()),
+    )  # fmt: skip
+
+
+def load(connection: sqlite3.Connection) -> list[Segment]:
+    """Every segment's arrays, oldest first."""
+    segments = []
+    for row in connection.execute(
+        "SELECT id, docs, lengths, removed, terms, df, starts FROM search_segments ORDER BY id"
+    ):
+        segment_id, docs, lengths, removed, terms, df, starts = row
+        segments.append(Segment(
+            segment_id, np.frombuffer(docs, "<i8").astype(np.int64),
+            np.frombuffer(lengths, "<u4").astype(np.uint32),
+            np.frombuffer(removed, "<i8").astype(np.int64),
+            np.frombuffer(terms, "<u4").astype(np.uint32),
+            np.frombuffer(df, "<u4").astype(np.uint32),
+            np.frombuffer(starts, "<i8").astype(np.int64),
+        ))  # fmt: skip
+    return segments
+
+
+def postings_of(connection: sqlite3.Connection, segment: int, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a segment's postings, read from the blob in place."""
+    if end <= start:
+        return b""
+    with connection.blobopen("search_segments", "postings", segment, readonly=True) as blob:
+        blob.seek(start)
+        return blob.read(end - start)
+
+
+def titles_urls(
+    connection: sqlite3.Connection, page_ids: list[int]
+) -> dict[int, tuple[str, str | None]]:
+    """(url, title) of each page id."""
+    found: dict[int, tuple[str, str | None]] = {}
+    for start in range(0, len(page_ids), _READ_CHUNK):
+        chunk = page_ids[start : start + _READ_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for page_id, url, title in connection.execute(
+            f"SELECT id, url, title FROM pages WHERE id IN ({marks})", chunk
+        ):
+            found[page_id] = (url, title)
+    return found

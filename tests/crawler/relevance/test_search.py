@@ -1,0 +1,172 @@
+"""The persistent inverted index (``storage.sqlite.search``, ``crawler.relevance.search``):
+the same BM25 scores and order as the full-corpus ``Ranker`` on a real SQLite crawl database,
+kept up to date as pages are added, changed, emptied and deleted, merged past its segment
+limit, and built once for a database of an older schema."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crawler.relevance.ranking import CorpusIndex
+from crawler.relevance.scoring import Ranker, TokenBatch
+from crawler.relevance.search import SearchIndex
+from parsers.postings import build, decode, unpack_blobs
+from parsers.tokens import TokenCounts, decode_counts, encode_counts
+from storage.sqlite import search as tables
+from storage.sqlite.store import SQLiteStore
+
+VOCABULARY = 3000
+
+
+def make_db(path: Path) -> None:
+    async def go() -> None:
+        store = SQLiteStore(str(path))
+        await store.open()
+        await store.close()
+
+    asyncio.run(go())
+
+
+def random_counts(rng: np.random.Generator, size: int) -> TokenCounts:
+    """A document of Zipf-distributed words (ids hashed apart, as the tokenizer's are)."""
+    words = np.minimum(rng.zipf(1.3, size), VOCABULARY).astype(np.uint64)
+    ids, counts = np.unique((words * 2654435761) % (1 << 32), return_counts=True)
+    order = rng.permutation(ids.size)
+    return TokenCounts(ids[order].astype(np.uint32), counts[order].astype(np.uint32), int(size))
+
+
+def put(path: Path, pages: dict[int, TokenCounts | None]) -> None:
+    with sqlite3.connect(path) as conn:
+        for n, counts in pages.items():
+            blob = encode_counts(counts) if counts is not None else None
+            conn.execute(
+                "INSERT INTO pages (url, final_url, depth, fetched_at, title, tokens)"
+                " VALUES (?, ?, 0, '2026-01-01', ?, ?) ON CONFLICT (url) DO UPDATE SET"
+                " tokens = excluded.tokens",
+                (f"http://t.test/{n}", f"http://t.test/{n}", f"page {n}", blob),
+            )
+
+
+def reference(path: Path, query: list[int], top: int) -> list[tuple[str, float]]:
+    """What ``crawl rank`` gave before the index: every blob loaded, the fused kernel."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT url, tokens FROM pages WHERE tokens IS NOT NULL ORDER BY id"
+        ).fetchall()
+    ranker = Ranker(TokenBatch.from_counts([decode_counts(b) for _, b in rows]), "cpu")
+    indices, scores = ranker.rank(np.array(query, dtype=np.uint32), top)
+    return [(rows[i][0], float(s)) for i, s in zip(indices.tolist(), scores.tolist(), strict=True)]
+
+
+def indexed(path: Path, query: list[int], top: int) -> list[tuple[str, float]]:
+    index = SearchIndex(str(path))
+    try:
+        page_ids, scores = index.rank(np.array(query, dtype=np.uint32), top)
+        known = index.pages(page_ids.tolist())
+        return [
+            (known[p][0], float(s)) for p, s in zip(page_ids.tolist(), scores.tolist(), strict=True)
+        ]
+    finally:
+        index.close()
+
+
+def assert_same(path: Path, queries: list[list[int]], top: int = 20) -> None:
+    for query in queries:
+        want, got = reference(path, query, top), indexed(path, query, top)
+        assert [url for url, _ in got] == [url for url, _ in want], query
+        assert [s for _, s in got] == [s for _, s in want]  # to the last bit
+
+
+def queries_of(rng: np.random.Generator) -> list[list[int]]:
+    ids = [(w * 2654435761) % (1 << 32) for w in range(1, 60)]
+    return [rng.choice(ids, size=3, replace=False).tolist() for _ in range(8)] + [[ids[0]], [12345]]
+
+
+def test_postings_round_trip() -> None:
+    rng = np.random.default_rng(7)
+    docs = [random_counts(rng, int(rng.integers(0, 80))) for _ in range(300)]
+    ids, counts, offsets, lengths = unpack_blobs([encode_counts(d) for d in docs])
+    assert lengths.tolist() == [d.length for d in docs]
+    terms, df, starts, postings = build(ids, counts, offsets)
+    expected: dict[int, list[tuple[int, int]]] = {}
+    for n, doc in enumerate(docs):
+        for term, tf in zip(doc.ids.tolist(), doc.counts.tolist(), strict=True):
+            expected.setdefault(term, []).append((n, tf))
+    assert terms.tolist() == sorted(expected)
+    live = np.arange(len(docs), dtype=np.int64)
+    live[::3] = -1  # every third document gone
+    for k, term in enumerate(terms.tolist()):
+        out = [np.empty(int(df[k]), np.int64) for _ in range(3)]
+        kept = decode(postings[starts[k] : starts[k + 1]], int(df[k]), live, *out, 0)
+        want = [(d, tf, list(docs[d].ids).index(term)) for d, tf in expected[term] if d % 3]
+        assert list(zip(*(a[:kept].tolist() for a in out), strict=True)) == want
+    with pytest.raises(ValueError, match="token blob 1"):
+        unpack_blobs([encode_counts(docs[0]), b"not a blob at all"])
+
+
+def test_the_index_ranks_as_the_whole_corpus_and_follows_changes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    path = tmp_path / "c.db"
+    make_db(path)
+    put(path, {n: random_counts(rng, int(rng.integers(20, 200))) for n in range(600)})
+    queries = queries_of(rng)
+    assert_same(path, queries)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM search_segments").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 0
+    # recrawled pages change, some lose their tokens (a duplicate), one is deleted, new ones come
+    put(path, {n: random_counts(rng, 50) for n in range(0, 600, 7)})
+    put(path, {n: None for n in range(3, 600, 50)})
+    put(path, {n: random_counts(rng, 90) for n in range(600, 700)})
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM pages WHERE url = 'http://t.test/5'")
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] > 100
+    assert_same(path, queries)
+    # many small catch-ups: merged into one segment past the limit
+    for round_ in range(tables.MAX_SEGMENTS + 2):
+        put(path, {700 + round_: random_counts(rng, 40), round_ * 11: random_counts(rng, 70)})
+        assert_same(path, queries[:2])
+    with sqlite3.connect(path) as conn:
+        assert (
+            conn.execute("SELECT count(*) FROM search_segments").fetchone()[0]
+            <= tables.MAX_SEGMENTS
+        )
+
+
+def test_an_older_database_gets_its_index_built_once(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    path = tmp_path / "old.db"
+    make_db(path)
+    put(path, {n: random_counts(rng, 100) for n in range(200)})
+    with sqlite3.connect(path) as conn:  # as a crawler of schema version 2 left it
+        for name in ("search_page_added", "search_page_changed", "search_page_deleted"):
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP TABLE search_segments")
+        conn.execute("DROP TABLE search_pending")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 3")
+    index = CorpusIndex(str(path))
+    assert index.device == "cpu (inverted index)" and index.pages == 200
+    assert_same(path, queries_of(rng))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 3
+
+
+def test_a_read_only_index_that_is_behind_ranks_from_the_blobs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    path = tmp_path / "ro.db"
+    make_db(path)
+    put(path, {n: random_counts(rng, 60) for n in range(50)})
+    behind = CorpusIndex(str(path), read_only=True)  # 50 pages pending: not indexed
+    assert behind.device == "cpu" and behind.pages == 50
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM search_segments").fetchone()[0] == 0
+    CorpusIndex(str(path))  # caught up
+    current = CorpusIndex(str(path), read_only=True)
+    assert current.device == "cpu (inverted index)" and current.pages == 50
+    words = "".join([])  # no words: nothing ranks
+    assert current.rank(words) == [] == behind.rank(words)
