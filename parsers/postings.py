@@ -6,7 +6,8 @@ previous one (the first as itself), the frequency, and where the term stands in 
 document's token list (so that a score sums its terms in the order the full-corpus kernel
 does, and equals it to the last bit). ``build`` makes them from documents in CSR form
 (``crawler.relevance.scoring.TokenBatch``'s arrays: ids, counts, offsets), sorting the
-postings by term with a two-pass radix sort (linear, stable: documents stay in order);
+postings by term with a two-pass radix sort (linear, stable: documents stay in order),
+without the GIL (a store builds segments on several threads at once);
 ``decode`` reads one term's run back, keeping the documents a map says are live.
 
 Variable-byte: 7 bits a byte, low first, the high bit set on every byte but the last (as
@@ -25,7 +26,7 @@ U32Array = npt.NDArray[np.uint32]
 I64Array = npt.NDArray[np.int64]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _put(out, pos, value):  # type: ignore[no-untyped-def]
     while value >= 0x80:
         out[pos] = (value & 0x7F) | 0x80
@@ -35,42 +36,36 @@ def _put(out, pos, value):  # type: ignore[no-untyped-def]
     return pos + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build(ids, counts, offsets):  # type: ignore[no-untyped-def]
     n = ids.size
     n_docs = offsets.size - 1
     docs = np.empty(n, dtype=np.uint32)
-    places = np.empty(n, dtype=np.uint32)
     for d in range(n_docs):
         for j in range(offsets[d], offsets[d + 1]):
             docs[j] = d
-            places[j] = j - offsets[d]
-    a_ids, a_docs, a_tfs, a_places = ids.copy(), docs, counts.copy(), places
-    b_ids = np.empty_like(a_ids)
-    b_docs = np.empty_like(a_docs)
-    b_tfs = np.empty_like(a_tfs)
-    b_places = np.empty_like(a_places)
-    for shift in range(0, 32, 16):  # LSD radix sort on the term, 16 bits a pass: stable
+    # LSD radix sort of the postings' indexes by term, 16 bits a pass: stable, so each
+    # term's documents stay ascending; the key rides along, the rest is read back by index
+    a_keys, a_at = ids.copy(), np.arange(n).astype(np.uint32)
+    b_keys, b_at = np.empty_like(a_keys), np.empty_like(a_at)
+    for shift in range(0, 32, 16):
         start = np.zeros(65537, dtype=np.int64)
         for i in range(n):
-            start[((a_ids[i] >> shift) & 0xFFFF) + 1] += 1
+            start[((a_keys[i] >> shift) & 0xFFFF) + 1] += 1
         for k in range(65536):
             start[k + 1] += start[k]
         for i in range(n):
-            key = (a_ids[i] >> shift) & 0xFFFF
-            at = start[key]
-            start[key] = at + 1
-            b_ids[at] = a_ids[i]
-            b_docs[at] = a_docs[i]
-            b_tfs[at] = a_tfs[i]
-            b_places[at] = a_places[i]
-        a_ids, b_ids = b_ids, a_ids
-        a_docs, b_docs = b_docs, a_docs
-        a_tfs, b_tfs = b_tfs, a_tfs
-        a_places, b_places = b_places, a_places
+            key = a_keys[i]
+            bucket = (key >> shift) & 0xFFFF
+            to = start[bucket]
+            start[bucket] = to + 1
+            b_keys[to] = key
+            b_at[to] = a_at[i]
+        a_keys, b_keys = b_keys, a_keys
+        a_at, b_at = b_at, a_at
     n_terms = 0
     for i in range(n):
-        if i == 0 or a_ids[i] != a_ids[i - 1]:
+        if i == 0 or a_keys[i] != a_keys[i - 1]:
             n_terms += 1
     terms = np.empty(n_terms, dtype=np.uint32)
     df = np.zeros(n_terms, dtype=np.uint32)
@@ -80,15 +75,17 @@ def _build(ids, counts, offsets):  # type: ignore[no-untyped-def]
     t = -1
     previous = 0
     for i in range(n):
-        if i == 0 or a_ids[i] != a_ids[i - 1]:
+        if i == 0 or a_keys[i] != a_keys[i - 1]:
             t += 1
-            terms[t] = a_ids[i]
+            terms[t] = a_keys[i]
             starts[t] = pos
             previous = 0
-        pos = _put(out, pos, a_docs[i] - previous)
-        previous = a_docs[i]
-        pos = _put(out, pos, a_tfs[i])
-        pos = _put(out, pos, a_places[i])
+        j = a_at[i]
+        doc = docs[j]
+        pos = _put(out, pos, doc - previous)
+        previous = doc
+        pos = _put(out, pos, counts[j])
+        pos = _put(out, pos, j - offsets[doc])
         df[t] += 1
     starts[n_terms] = pos
     return terms, df, starts, out[:pos].copy()
@@ -141,7 +138,7 @@ def decode(buf, count, live, docs_out, tfs_out, places_out, at):  # type: ignore
     return at
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unpack(buf, starts):  # type: ignore[no-untyped-def]
     n_blobs = starts.size - 1
     total = 0
@@ -175,12 +172,17 @@ def _unpack(buf, starts):  # type: ignore[no-untyped-def]
             ids[at + i] = (np.uint32(buf[q]) | (np.uint32(buf[q + 1]) << 8)
                            | (np.uint32(buf[q + 2]) << 16) | (np.uint32(buf[q + 3]) << 24))  # fmt: skip
         p += 4 * n
-        for i in range(n):
-            q = p + width * i
-            value = np.uint32(0)
-            for b in range(width):
-                value |= np.uint32(buf[q + b]) << (8 * b)
-            counts[at + i] = value
+        if width == 1:
+            for i in range(n):
+                counts[at + i] = buf[p + i]
+        elif width == 2:
+            for i in range(n):
+                counts[at + i] = np.uint32(buf[p + 2 * i]) | (np.uint32(buf[p + 2 * i + 1]) << 8)
+        else:
+            for i in range(n):
+                q = p + 4 * i
+                counts[at + i] = (np.uint32(buf[q]) | (np.uint32(buf[q + 1]) << 8)
+                                  | (np.uint32(buf[q + 2]) << 16) | (np.uint32(buf[q + 3]) << 24))  # fmt: skip
         at += n
         offsets[k + 1] = at
     return -1, ids, counts, offsets, lengths

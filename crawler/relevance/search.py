@@ -93,6 +93,7 @@ class SearchIndex:
         elif tables.pending_count(self._connection):
             raise LookupError(f"{path}: the search index is behind and the file is read-only")
         self._segments = tables.load(self._connection)
+        self._postings = tables.Postings(self._connection)
         self._settle()
 
     def _settle(self) -> None:
@@ -118,6 +119,7 @@ class SearchIndex:
         self._avgdl = average_length(self.n_docs, int(self.lengths.sum()))
 
     def close(self) -> None:
+        self._postings.close()
         self._connection.close()
 
     def scores_of(self, query_ids: npt.ArrayLike) -> tuple[I64Array, F64Array]:
@@ -135,8 +137,8 @@ class SearchIndex:
                 if at >= segment.terms.size or segment.terms[at] != term:
                     continue
                 count = int(segment.df[at])
-                data = tables.postings_of(self._connection, segment.id,
-                                          int(segment.starts[at]), int(segment.starts[at + 1]))  # fmt: skip
+                data = self._postings.read(segment.id, int(segment.starts[at]),
+                                           int(segment.starts[at + 1]))  # fmt: skip
                 found = np.empty(count, dtype=np.int64)
                 tfs = np.empty(count, dtype=np.int64)
                 places = np.empty(count, dtype=np.int64)

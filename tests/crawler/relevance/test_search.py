@@ -170,3 +170,21 @@ def test_a_read_only_index_that_is_behind_ranks_from_the_blobs(tmp_path: Path) -
     assert current.device == "cpu (inverted index)" and current.pages == 50
     words = "".join([])  # no words: nothing ranks
     assert current.rank(words) == [] == behind.rank(words)
+
+
+def test_a_large_catch_up_builds_segments_in_parallel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tables, "PARALLEL_PAGES", 100)
+    monkeypatch.setattr(tables.os, "cpu_count", lambda: 3)
+    rng = np.random.default_rng(9)
+    path = tmp_path / "p.db"
+    make_db(path)
+    put(path, {n: random_counts(rng, int(rng.integers(10, 120))) for n in range(400)})
+    queries = queries_of(rng)
+    assert_same(path, queries)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM search_segments").fetchone()[0] == 3
+    put(path, {n: None for n in range(0, 400, 9)})  # removed: named by a newer segment
+    put(path, {n: random_counts(rng, 30) for n in range(1, 400, 9)})
+    assert_same(path, queries)
