@@ -37,17 +37,24 @@ def _put(out, pos, value):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _build(ids, counts, offsets):  # type: ignore[no-untyped-def]
+def _build(ids, counts, offsets, packed):  # type: ignore[no-untyped-def]
     n = ids.size
     n_docs = offsets.size - 1
-    docs = np.empty(n, dtype=np.uint32)
+    # Each posting's payload rides along the sort: (document, tf, place) in 32 + 16 + 16 bits
+    # when they fit (``packed``: no scattered reads after the sort), else its index.
+    payload = np.empty(n, dtype=np.uint64)
+    docs = np.empty(0 if packed else n, dtype=np.uint32)
     for d in range(n_docs):
         for j in range(offsets[d], offsets[d + 1]):
-            docs[j] = d
-    # LSD radix sort of the postings' indexes by term, 16 bits a pass: stable, so each
-    # term's documents stay ascending; the key rides along, the rest is read back by index
-    a_keys, a_at = ids.copy(), np.arange(n).astype(np.uint32)
-    b_keys, b_at = np.empty_like(a_keys), np.empty_like(a_at)
+            if packed:
+                payload[j] = ((np.uint64(d) << np.uint64(32)) | (np.uint64(counts[j]) << np.uint64(16))
+                              | np.uint64(j - offsets[d]))  # fmt: skip
+            else:
+                payload[j] = j
+                docs[j] = d
+    # LSD radix sort by term, 16 bits a pass: stable, so each term's documents stay ascending
+    a_keys, a_pay = ids.copy(), payload
+    b_keys, b_pay = np.empty_like(a_keys), np.empty_like(a_pay)
     for shift in range(0, 32, 16):
         start = np.zeros(65537, dtype=np.int64)
         for i in range(n):
@@ -60,9 +67,9 @@ def _build(ids, counts, offsets):  # type: ignore[no-untyped-def]
             to = start[bucket]
             start[bucket] = to + 1
             b_keys[to] = key
-            b_at[to] = a_at[i]
+            b_pay[to] = a_pay[i]
         a_keys, b_keys = b_keys, a_keys
-        a_at, b_at = b_at, a_at
+        a_pay, b_pay = b_pay, a_pay
     n_terms = 0
     for i in range(n):
         if i == 0 or a_keys[i] != a_keys[i - 1]:
@@ -73,19 +80,26 @@ def _build(ids, counts, offsets):  # type: ignore[no-untyped-def]
     out = np.empty(max(n * 15, 1), dtype=np.uint8)  # 5 bytes per 32-bit value at most
     pos = 0
     t = -1
-    previous = 0
+    previous = np.int64(0)
     for i in range(n):
         if i == 0 or a_keys[i] != a_keys[i - 1]:
             t += 1
             terms[t] = a_keys[i]
             starts[t] = pos
-            previous = 0
-        j = a_at[i]
-        doc = docs[j]
+            previous = np.int64(0)
+        p = a_pay[i]
+        if packed:
+            doc = np.int64(p >> np.uint64(32))
+            tf = np.int64((p >> np.uint64(16)) & np.uint64(0xFFFF))
+            place = np.int64(p & np.uint64(0xFFFF))
+        else:
+            doc = np.int64(docs[p])
+            tf = np.int64(counts[p])
+            place = np.int64(p) - offsets[doc]
         pos = _put(out, pos, doc - previous)
         previous = doc
-        pos = _put(out, pos, counts[j])
-        pos = _put(out, pos, j - offsets[doc])
+        pos = _put(out, pos, tf)
+        pos = _put(out, pos, place)
         df[t] += 1
     starts[n_terms] = pos
     return terms, df, starts, out[:pos].copy()
@@ -96,11 +110,14 @@ def build(
 ) -> tuple[U32Array, U32Array, I64Array, U8Array]:
     """(terms ascending, each term's document count, the byte offset of each term's run in
     the postings and one past the last, the postings) of the CSR documents given."""
-    return _build(  # type: ignore[no-any-return]
-        np.ascontiguousarray(ids, dtype=np.uint32),
-        np.ascontiguousarray(counts, dtype=np.uint32),
-        np.ascontiguousarray(offsets, dtype=np.int64),
+    counts = np.ascontiguousarray(counts, dtype=np.uint32)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    packed = bool(
+        offsets.size < 1 << 32
+        and (counts.size == 0 or int(counts.max()) < 1 << 16)
+        and (offsets.size < 2 or int(np.diff(offsets).max()) <= 1 << 16)
     )
+    return _build(np.ascontiguousarray(ids, dtype=np.uint32), counts, offsets, packed)  # type: ignore[no-any-return]
 
 
 @njit(cache=True)

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -119,24 +121,26 @@ def catch_up(connection: sqlite3.Connection) -> int:
             connection.execute("COMMIT")
             return 0
         segments = connection.execute("SELECT count(*) FROM search_segments").fetchone()[0]
+        pages = segments_pages(connection)
         if segments >= MAX_SEGMENTS:  # merge: every live page anew
             connection.execute("DELETE FROM search_segments")
-            rows = connection.execute(
+            rows: Iterable[tuple[int, bytes]] = connection.execute(
                 "SELECT id, tokens FROM pages WHERE tokens IS NOT NULL ORDER BY id"
-            ).fetchall()
-            removed: list[int] = []
-        elif len(ids) * 2 > segments_pages(connection):  # most pages: one scan is quicker
+            )
+            expected = pages
+        elif len(ids) * 2 > pages:  # most pages: one scan is quicker
             rows = connection.execute(
                 "SELECT p.id, p.tokens FROM search_pending s JOIN pages p ON p.id = s.page_id"
                 " WHERE p.tokens IS NOT NULL ORDER BY p.id"
-            ).fetchall()
-            present = {page_id for page_id, _ in rows}
-            removed = [page_id for page_id in ids if page_id not in present]
+            )
+            expected = min(len(ids), pages)
         else:
             rows = _tokens_of(connection, ids)
-            present = {page_id for page_id, _ in rows}
-            removed = [page_id for page_id in ids if page_id not in present]
-        _write_segment(connection, rows, removed)
+            expected = len(rows)  # type: ignore[arg-type]
+        present = _write_segments(connection, rows, expected)
+        removed = [page_id for page_id in ids if page_id not in present]
+        if removed:
+            _insert(connection, ([], [], [], [], [], np.empty(0, np.uint8)), removed)
         connection.execute("DELETE FROM search_pending")
         connection.execute("COMMIT")
     except BaseException:
@@ -164,32 +168,48 @@ def _tokens_of(connection: sqlite3.Connection, ids: list[int]) -> list[tuple[int
     return rows
 
 
-def _write_segment(
-    connection: sqlite3.Connection, rows: list[tuple[int, bytes]], removed: list[int]
-) -> None:
-    """``rows`` as segments: one, or past ``PARALLEL_PAGES`` one a CPU, built at once
-    (the kernels run without the GIL); ``removed`` goes with the last, the newest."""
-    parts = 1 if len(rows) < PARALLEL_PAGES else min(os.cpu_count() or 1, 8)
-    size = -(-len(rows) // parts) if rows else 0
-    chunks = [rows[i : i + size] for i in range(0, len(rows), size)] if rows else [[]]
-    if len(chunks) == 1:
-        built = [_built(chunks[0])]
-    else:
-        with ThreadPoolExecutor(len(chunks)) as pool:
-            built = list(pool.map(_built, chunks))
-    for number, (docs, lengths, terms, df, starts, postings) in enumerate(built):
-        gone = removed if number == len(built) - 1 else []
-        connection.execute(
-            "INSERT INTO search_segments (docs, lengths, removed, terms, df, starts, postings,"
-            " built_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (docs.astype("<i8").tobytes(), lengths.astype("<u4").tobytes(),
-             np.asarray(gone, dtype="<i8").tobytes(), terms.astype("<u4").tobytes(),
-             df.astype("<u4").tobytes(), starts.astype("<i8").tobytes(), postings.tobytes(),
-             datetime.now(UTC).isoformat()),
-        )  # fmt: skip
+def _write_segments(
+    connection: sqlite3.Connection, rows: Iterable[tuple[int, bytes]], expected: int
+) -> set[int]:
+    """``rows`` (about ``expected`` of them) as segments: one, or past ``PARALLEL_PAGES``
+    one a CPU, each built (the kernels run without the GIL) while the next part is read;
+    the page ids written."""
+    parts = 1 if expected < PARALLEL_PAGES else min(os.cpu_count() or 1, 8)
+    size = max(1, -(-expected // parts))
+    present: set[int] = set()
+    with ThreadPoolExecutor(parts) as pool:
+        futures = []
+        pending = iter(rows) if isinstance(rows, list) else None
+        while True:
+            if pending is None:
+                chunk = rows.fetchmany(size)  # type: ignore[attr-defined]
+            else:
+                chunk = [row for _, row in zip(range(size), pending, strict=False)]
+            if chunk or not futures:
+                futures.append(pool.submit(_built, chunk))
+            if len(chunk) < size:
+                break
+        for future in futures:
+            built = future.result()
+            present.update(built[0].tolist())
+            if built[0].size:
+                _insert(connection, built, [])
+    return present
 
 
-def _built(rows: list[tuple[int, bytes]]) -> tuple[np.ndarray, ...]:
+def _insert(connection: sqlite3.Connection, built: tuple[Any, ...], removed: list[int]) -> None:
+    docs, lengths, terms, df, starts, postings = (np.asarray(a) for a in built)
+    connection.execute(
+        "INSERT INTO search_segments (docs, lengths, removed, terms, df, starts, postings,"
+        " built_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (docs.astype("<i8").tobytes(), lengths.astype("<u4").tobytes(),
+         np.asarray(removed, dtype="<i8").tobytes(), terms.astype("<u4").tobytes(),
+         df.astype("<u4").tobytes(), starts.astype("<i8").tobytes(),
+         postings.astype(np.uint8).tobytes(), datetime.now(UTC).isoformat()),
+    )  # fmt: skip
+
+
+def _built(rows: list[tuple[int, bytes]]) -> tuple[Any, ...]:
     docs = np.fromiter((page_id for page_id, _ in rows), dtype=np.int64, count=len(rows))
     try:
         ids, counts, offsets, lengths = unpack_blobs([blob for _, blob in rows])
