@@ -178,7 +178,7 @@ def _write_segments(
     size = max(1, -(-expected // parts))
     present: set[int] = set()
     with ThreadPoolExecutor(parts) as pool:
-        futures = []
+        futures: list[Any] = []
         pending = iter(rows) if isinstance(rows, list) else None
         while True:
             if pending is None:
