@@ -5,8 +5,8 @@ documents ascending, as variable-byte integers: the document as the gap from the
 previous one (the first as itself), the frequency, and where the term stands in the
 document's token list (so that a score sums its terms in the order the full-corpus kernel
 does, and equals it to the last bit). ``build`` makes them from documents in CSR form
-(``crawler.relevance.scoring.TokenBatch``'s arrays: ids, counts, offsets), sorting the
-postings by term with a two-pass radix sort (linear, stable: documents stay in order),
+(``crawler.relevance.scoring.TokenBatch``'s arrays: ids, counts, offsets) in two linear
+passes and no sort (terms found by hashing, each posting written at its term's cursor),
 without the GIL (a store builds segments on several threads at once);
 ``decode`` reads one term's run back, keeping the documents a map says are live.
 
@@ -37,87 +37,119 @@ def _put(out, pos, value):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _build(ids, counts, offsets, packed):  # type: ignore[no-untyped-def]
+def _size(value):  # type: ignore[no-untyped-def]
+    n = 1
+    while value >= 0x80:
+        value >>= 7
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _slot(term, mask):  # type: ignore[no-untyped-def]
+    return np.int64((np.uint64(term) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _group(ids, dense):  # type: ignore[no-untyped-def]
+    """Each posting's term as a dense index (first seen first) into ``dense`` (may be
+    ``ids`` itself), and the distinct terms, by an open-addressing table of
+    (index << 32 | term), -1 empty: one load a probe."""
     n = ids.size
-    n_docs = offsets.size - 1
-    # Each posting's payload rides along the sort: (document, tf, place) in 32 + 16 + 16 bits
-    # when they fit (``packed``: no scattered reads after the sort), else its index.
-    payload = np.empty(n, dtype=np.uint64)
-    docs = np.empty(0 if packed else n, dtype=np.uint32)
-    for d in range(n_docs):
-        for j in range(offsets[d], offsets[d + 1]):
-            if packed:
-                payload[j] = ((np.uint64(d) << np.uint64(32)) | (np.uint64(counts[j]) << np.uint64(16))
-                              | np.uint64(j - offsets[d]))  # fmt: skip
-            else:
-                payload[j] = j
-                docs[j] = d
-    # LSD radix sort by term, 16 bits a pass: stable, so each term's documents stay ascending
-    a_keys, a_pay = ids.copy(), payload
-    b_keys, b_pay = np.empty_like(a_keys), np.empty_like(a_pay)
-    for shift in range(0, 32, 16):
-        start = np.zeros(65537, dtype=np.int64)
-        for i in range(n):
-            start[((a_keys[i] >> shift) & 0xFFFF) + 1] += 1
-        for k in range(65536):
-            start[k + 1] += start[k]
-        for i in range(n):
-            key = a_keys[i]
-            bucket = (key >> shift) & 0xFFFF
-            to = start[bucket]
-            start[bucket] = to + 1
-            b_keys[to] = key
-            b_pay[to] = a_pay[i]
-        a_keys, b_keys = b_keys, a_keys
-        a_pay, b_pay = b_pay, a_pay
+    mask = (1 << 12) - 1
+    table = np.full(mask + 1, -1, dtype=np.int64)
+    seen = np.empty(1 << 11, dtype=np.uint32)
     n_terms = 0
     for i in range(n):
-        if i == 0 or a_keys[i] != a_keys[i - 1]:
-            n_terms += 1
-    terms = np.empty(n_terms, dtype=np.uint32)
-    df = np.zeros(n_terms, dtype=np.uint32)
+        term = np.int64(ids[i])
+        slot = _slot(term, mask)
+        while True:
+            entry = table[slot]
+            if entry == -1 or (entry & 0xFFFFFFFF) == term:
+                break
+            slot = (slot + 1) & mask
+        if entry != -1:
+            dense[i] = entry >> 32
+            continue
+        if n_terms == seen.size:
+            grown = np.empty(seen.size * 2, dtype=np.uint32)
+            grown[:n_terms] = seen
+            seen = grown
+        seen[n_terms] = term
+        table[slot] = (np.int64(n_terms) << 32) | term
+        dense[i] = n_terms
+        n_terms += 1
+        if n_terms * 2 > mask:  # rehash at half full
+            mask = mask * 2 + 1
+            table = np.full(mask + 1, -1, dtype=np.int64)
+            for t in range(n_terms):
+                at = _slot(seen[t], mask)
+                while table[at] != -1:
+                    at = (at + 1) & mask
+                table[at] = (np.int64(t) << 32) | np.int64(seen[t])
+    return dense, seen[:n_terms].copy()
+
+
+# Two passes over the postings in document order, no sort: the first (``_sizes``) sizes each
+# term's run (its gaps need the term's previous document), the second (``_write``) writes
+# each posting at its term's cursor, so each run comes out documents ascending. A radix sort
+# of the postings by term moved ~3x the memory (and this VM pays ~2 us a fresh page). The
+# terms are put in order between the two by numpy (numba's argsort costs ~1 s to compile).
+
+
+@njit(cache=True, nogil=True)
+def _sizes(ids, counts, offsets, dense):  # type: ignore[no-untyped-def]
+    dense, seen = _group(ids, dense)
+    df = np.zeros(seen.size, dtype=np.uint32)
+    nbytes = np.zeros(seen.size, dtype=np.int64)
+    last = np.zeros(seen.size, dtype=np.int64)
+    for d in range(offsets.size - 1):
+        for j in range(offsets[d], offsets[d + 1]):
+            t = dense[j]
+            nbytes[t] += _size(d - last[t]) + _size(counts[j]) + _size(j - offsets[d])
+            last[t] = d
+            df[t] += 1
+    return seen, df, nbytes
+
+
+@njit(cache=True, nogil=True)
+def _write(dense, counts, offsets, order, nbytes):  # type: ignore[no-untyped-def]
+    n_terms = order.size
     starts = np.empty(n_terms + 1, dtype=np.int64)
-    out = np.empty(max(n * 15, 1), dtype=np.uint8)  # 5 bytes per 32-bit value at most
-    pos = 0
-    t = -1
-    previous = np.int64(0)
-    for i in range(n):
-        if i == 0 or a_keys[i] != a_keys[i - 1]:
-            t += 1
-            terms[t] = a_keys[i]
-            starts[t] = pos
-            previous = np.int64(0)
-        p = a_pay[i]
-        if packed:
-            doc = np.int64(p >> np.uint64(32))
-            tf = np.int64((p >> np.uint64(16)) & np.uint64(0xFFFF))
-            place = np.int64(p & np.uint64(0xFFFF))
-        else:
-            doc = np.int64(docs[p])
-            tf = np.int64(counts[p])
-            place = np.int64(p) - offsets[doc]
-        pos = _put(out, pos, doc - previous)
-        previous = doc
-        pos = _put(out, pos, tf)
-        pos = _put(out, pos, place)
-        df[t] += 1
+    cursor = np.empty(n_terms, dtype=np.int64)
+    pos = np.int64(0)
+    for r in range(n_terms):
+        t = order[r]
+        starts[r] = pos
+        cursor[t] = pos
+        pos += nbytes[t]
     starts[n_terms] = pos
-    return terms, df, starts, out[:pos].copy()
+    out = np.empty(pos, dtype=np.uint8)
+    last = np.zeros(n_terms, dtype=np.int64)
+    for d in range(offsets.size - 1):
+        for j in range(offsets[d], offsets[d + 1]):
+            t = dense[j]
+            at = _put(out, cursor[t], d - last[t])
+            at = _put(out, at, counts[j])
+            cursor[t] = _put(out, at, j - offsets[d])
+            last[t] = d
+    return starts, out
 
 
 def build(
-    ids: U32Array, counts: U32Array, offsets: I64Array
+    ids: U32Array, counts: U32Array, offsets: I64Array, overwrite: bool = False
 ) -> tuple[U32Array, U32Array, I64Array, U8Array]:
     """(terms ascending, each term's document count, the byte offset of each term's run in
-    the postings and one past the last, the postings) of the CSR documents given."""
+    the postings and one past the last, the postings) of the CSR documents given.
+    ``overwrite``: ``ids`` (uint32, contiguous) may be overwritten (saves its size)."""
+    ids = np.ascontiguousarray(ids, dtype=np.uint32)
     counts = np.ascontiguousarray(counts, dtype=np.uint32)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    packed = bool(
-        offsets.size < 1 << 32
-        and (counts.size == 0 or int(counts.max()) < 1 << 16)
-        and (offsets.size < 2 or int(np.diff(offsets).max()) <= 1 << 16)
-    )
-    return _build(np.ascontiguousarray(ids, dtype=np.uint32), counts, offsets, packed)  # type: ignore[no-any-return]
+    dense = ids if overwrite and ids.flags.writeable else np.empty_like(ids)
+    seen, df, nbytes = _sizes(ids, counts, offsets, dense)
+    order = np.argsort(seen)
+    starts, postings = _write(dense, counts, offsets, order, nbytes)
+    return seen[order], df[order], starts, postings
 
 
 @njit(cache=True)
@@ -179,27 +211,23 @@ def _unpack(buf, starts):  # type: ignore[no-untyped-def]
         n = buf[s + 4] | (buf[s + 5] << 8) | (buf[s + 6] << 16) | (np.int64(buf[s + 7]) << 24)
         flags = buf[s + 3]
         width = 1 if flags == 2 else 2 if flags == 1 else 4
-        length = np.int64(0)
-        for b in range(8):
-            length |= np.int64(buf[s + 8 + b]) << (8 * b)
-        lengths[k] = length
+        lengths[k] = buf[s + 8 : s + 16].view(np.int64)[0]
         p = s + 16
+        words = buf[p : p + 4 * n].view(np.uint32)  # x86/ARM: unaligned is fine
         for i in range(n):
-            q = p + 4 * i
-            ids[at + i] = (np.uint32(buf[q]) | (np.uint32(buf[q + 1]) << 8)
-                           | (np.uint32(buf[q + 2]) << 16) | (np.uint32(buf[q + 3]) << 24))  # fmt: skip
+            ids[at + i] = words[i]
         p += 4 * n
         if width == 1:
             for i in range(n):
                 counts[at + i] = buf[p + i]
         elif width == 2:
+            halves = buf[p : p + 2 * n].view(np.uint16)
             for i in range(n):
-                counts[at + i] = np.uint32(buf[p + 2 * i]) | (np.uint32(buf[p + 2 * i + 1]) << 8)
+                counts[at + i] = halves[i]
         else:
+            words = buf[p : p + 4 * n].view(np.uint32)
             for i in range(n):
-                q = p + 4 * i
-                counts[at + i] = (np.uint32(buf[q]) | (np.uint32(buf[q + 1]) << 8)
-                                  | (np.uint32(buf[q + 2]) << 16) | (np.uint32(buf[q + 3]) << 24))  # fmt: skip
+                counts[at + i] = words[i]
         at += n
         offsets[k + 1] = at
     return -1, ids, counts, offsets, lengths

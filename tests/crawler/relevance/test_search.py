@@ -190,20 +190,21 @@ def test_a_large_catch_up_builds_segments_in_parallel(
     assert_same(path, queries)
 
 
-def test_postings_of_huge_counts_take_the_general_path() -> None:
-    """A term frequency of 65,536 or more (or a page of more distinct terms) does not fit
-    the packed sort's 16 bits: the general one gives the same postings."""
-    from parsers.postings import _build
-
+def test_postings_of_huge_counts_and_many_terms() -> None:
+    """A term frequency past 16 bits, and more distinct terms than the term table's first
+    size (it grows), come back as they went in."""
     rng = np.random.default_rng(4)
     docs = [random_counts(rng, 50) for _ in range(40)]
     docs.append(TokenCounts(np.array([5, 9], np.uint32), np.array([70_000, 3], np.uint32), 70_003))
+    many = np.unique(rng.integers(1 << 20, 1 << 32, 20_000, dtype=np.uint64)).astype(np.uint32)
+    docs.append(TokenCounts(many, np.ones(many.size, np.uint32), many.size))
     ids, counts, offsets, _ = unpack_blobs([encode_counts(d) for d in docs])
-    small = [a[: offsets[40]] if a is not offsets else a[:41] for a in (ids, counts, offsets)]
-    packed, general = _build(*small, True), _build(*small, False)
-    assert all((x == y).all() for x, y in zip(packed, general, strict=True))
-    terms, df, starts, postings = build(ids, counts, offsets)  # the general path
+    terms, df, starts, postings = build(ids, counts, offsets)
+    assert terms.tolist() == sorted(set(ids.tolist()))
     k = int(np.searchsorted(terms, 5))
     out = [np.empty(int(df[k]), np.int64) for _ in range(3)]
-    kept = decode(postings[starts[k] : starts[k + 1]], int(df[k]), np.arange(41), *out, 0)
+    kept = decode(postings[starts[k] : starts[k + 1]], int(df[k]), np.arange(42), *out, 0)
     assert (out[0][kept - 1], out[1][kept - 1], out[2][kept - 1]) == (40, 70_000, 0)
+    k = int(np.searchsorted(terms, many[-1]))
+    kept = decode(postings[starts[k] : starts[k + 1]], 1, np.arange(42), *out, 0)
+    assert (kept, out[0][0], out[1][0], out[2][0]) == (1, 41, 1, many.size - 1)
