@@ -122,7 +122,7 @@ def catch_up(connection: sqlite3.Connection) -> int:
         segments = connection.execute("SELECT count(*) FROM search_segments").fetchone()[0]
         pages = segments_pages(connection)
         if segments >= MAX_SEGMENTS or len(ids) * 2 > pages:
-            # a merge, or most pages new: every live page anew, read by ranges of page id
+            # a merge, or most pages new: every live page anew, in one scan of the table
             connection.execute("DELETE FROM search_segments")
             present = _rebuild(connection, pages)
         else:
