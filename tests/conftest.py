@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.sites import LinkGraph, SiteServer  # noqa: E402
+
+# No background warmer of the search kernels (crawler.relevance.warm) started by a test's
+# ranking: a cold cache compiles in the foreground, so each test takes one known path.
+# tests/crawler/relevance/test_scan.py runs the warmer on purpose, in a child process.
+os.environ["CRAWL_NO_BACKGROUND_WARM"] = "1"
 
 
 @pytest.fixture

@@ -1,25 +1,35 @@
 """Ranking stored pages against a query, without re-parsing: BM25 over stored token counts.
 
 Owns the choice of how: a SQLite database's inverted index (``crawler.relevance.search``,
-brought up to date first; a query reads its terms' postings only), or, for PostgreSQL, a
+brought up to date first; a query reads its terms' postings only); while numba's cache lacks
+the index's kernels (the first run after an install), a numpy scan of the stored blobs
+(``crawler.relevance.scan``), the kernels compiled and the index built in the background
+(``crawler.relevance.warm``) for the next run; or, for PostgreSQL, a
 read-only file whose index is behind, and ``device="gpu"``, every token blob loaded into one
 corpus (``TokenBatch``) ranked by ``crawler.relevance.scoring.Ranker`` (the fused CPU kernel,
-or the CUDA one, the corpus kept on the device across queries). Both give the same scores and
+or the CUDA one, the corpus kept on the device across queries). All give the same scores and
 order. Duplicates (``duplicate_of``) carry no tokens and never rank.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
+from crawler.relevance.scan import ScanIndex
 from crawler.relevance.scoring import Ranker, TokenBatch
 from crawler.relevance.search import SearchIndex
+from crawler.relevance.warm import kernels_cached, start_warming, warming
+from parsers.kernel_cache import quick_cache_loads
 from parsers.tokens import decode_counts, query_ids
 from storage.export import read_tokens
 from storage.factory import is_postgres
 
 log = logging.getLogger(__name__)
+
+RECHECK_S = 1.0
+"""How often a scanning ``CorpusIndex`` looks whether the index is ready."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +47,17 @@ class CorpusIndex:
     def __init__(self, db: str, device: str = "auto", read_only: bool = False) -> None:
         """``read_only``: never write the database (the index is used if it is up to
         date)."""
-        self._search: SearchIndex | None = None
+        self._search: SearchIndex | ScanIndex | None = None
+        self._db, self._read_only, self._checked = db, read_only, time.monotonic()
         if device != "gpu" and not is_postgres(db):
+            if not kernels_cached() and start_warming(None if read_only else db):
+                self._search = ScanIndex(db)
+                log.info("scanning the stored pages while the index's kernels compile "
+                         "in the background")  # fmt: skip
+                return
             try:
-                self._search = SearchIndex(db, read_only)
+                with quick_cache_loads():  # cached kernels, without numba's compiler set-up
+                    self._search = SearchIndex(db, read_only)
             except LookupError as exc:
                 log.info("%s; ranking the loaded corpus instead", exc)
             else:
@@ -55,6 +72,8 @@ class CorpusIndex:
 
     @property
     def device(self) -> str:
+        if isinstance(self._search, ScanIndex):
+            return "cpu (scan; the index builds in the background)"
         return "cpu (inverted index)" if self._search is not None else self._ranker.device
 
     @property
@@ -63,8 +82,11 @@ class CorpusIndex:
 
     def rank(self, query: str, top: int = 10) -> list[RankedPage]:
         """The ``top`` pages holding a query word, best first."""
+        if isinstance(self._search, ScanIndex):
+            self._index_when_ready()
         if self._search is not None:
-            page_ids, found = self._search.rank(query_ids(query), top)
+            with quick_cache_loads():
+                page_ids, found = self._search.rank(query_ids(query), top)
             known = self._search.pages(page_ids.tolist())
             return [RankedPage(*known[p], float(s))
                     for p, s in zip(page_ids.tolist(), found.tolist(), strict=True)]  # fmt: skip
@@ -73,6 +95,24 @@ class CorpusIndex:
             RankedPage(self._urls[i], self._titles[i], float(s))
             for i, s in zip(indices.tolist(), scores.tolist(), strict=True)
         ]
+
+    def _index_when_ready(self) -> None:
+        """Once the background warmer is done (checked at most every ``RECHECK_S``), the
+        index takes over from the scan."""
+        now = time.monotonic()
+        if now - self._checked < RECHECK_S:
+            return
+        self._checked = now
+        if warming() or not kernels_cached():
+            return
+        try:
+            with quick_cache_loads():
+                index = SearchIndex(self._db, self._read_only)
+        except LookupError:
+            return  # read-only and behind: keep scanning
+        assert isinstance(self._search, ScanIndex)
+        self._search.close()
+        self._search = index
 
 
 def rank(db: str, query: str, top: int = 10, device: str = "auto") -> list[RankedPage]:

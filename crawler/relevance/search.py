@@ -16,6 +16,7 @@ scored, on the CPU.
 from __future__ import annotations
 
 import logging
+import sqlite3
 
 import numpy as np
 import numpy.typing as npt
@@ -78,7 +79,28 @@ def _score(docs, tfs, places, bounds, idf, lengths, k1, b, avgdl, out_docs, out_
         n_out += 1
 
 
-class SearchIndex:
+class PageScores:
+    """What ranks a database's pages by their ``scores_of`` a query: its ``page_ids``
+    (document index -> page id, ascending) and an open ``_connection``."""
+
+    page_ids: I64Array
+    _connection: sqlite3.Connection
+
+    def scores_of(self, query_ids: npt.ArrayLike) -> tuple[I64Array, F64Array]:
+        raise NotImplementedError
+
+    def rank(self, query_ids: npt.ArrayLike, top: int = 10) -> tuple[I64Array, F64Array]:
+        """The ``top`` best pages (page ids) and their scores, best first."""
+        touched, scores = self.scores_of(query_ids)
+        local, best = _top_k(scores, top)
+        return self.page_ids[touched[local]], best
+
+    def pages(self, page_ids: list[int]) -> dict[int, tuple[str, str | None]]:
+        """(url, title) of each page id."""
+        return tables.titles_urls(self._connection, page_ids)
+
+
+class SearchIndex(PageScores):
     """The index of one SQLite crawl database, kept open across queries."""
 
     def __init__(self, path: str, read_only: bool = False) -> None:
@@ -167,12 +189,3 @@ class SearchIndex:
                    np.asarray(bounds, dtype=np.int64), idf, self.lengths, K1, B, self._avgdl,
                    out_docs, out_scores)  # fmt: skip
         return out_docs[:n], out_scores[:n]
-
-    def rank(self, query_ids: npt.ArrayLike, top: int = 10) -> tuple[I64Array, F64Array]:
-        """The ``top`` best pages (page ids) and their scores, best first."""
-        touched, scores = self.scores_of(query_ids)
-        local, best = _top_k(scores, top)
-        return self.page_ids[touched[local]], best
-
-    def pages(self, page_ids: list[int]) -> dict[int, tuple[str, str | None]]:
-        return tables.titles_urls(self._connection, page_ids)

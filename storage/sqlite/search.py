@@ -144,6 +144,12 @@ def segments_pages(connection: sqlite3.Connection) -> int:
                .fetchone()[0])  # fmt: skip
 
 
+def token_rows(connection: sqlite3.Connection) -> list[tuple[int, bytes]]:
+    """(page id, token blob) of every page with tokens, by page id."""
+    return connection.execute(
+        "SELECT id, tokens FROM pages WHERE tokens IS NOT NULL ORDER BY id").fetchall()  # fmt: skip
+
+
 def _tokens_of(connection: sqlite3.Connection, ids: list[int]) -> list[tuple[int, bytes]]:
     rows: list[tuple[int, bytes]] = []
     for start in range(0, len(ids), _READ_CHUNK):
