@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from crawler.relevance.ranking import CorpusIndex  # noqa: E402
 from crawler.relevance.scoring import Ranker, TokenBatch  # noqa: E402
-from crawler.relevance.warm import compile_kernels  # noqa: E402
+from crawler.relevance.warmer import compile_kernels  # noqa: E402
 from parsers.tokens import TokenCounts, decode_counts, encode_counts, query_ids  # noqa: E402
 from storage.sqlite.store import SQLiteStore  # noqa: E402
 
@@ -97,7 +97,7 @@ def cold_cache_first_query(db: Path, query: str, work: Path) -> tuple[float, flo
     subprocess.run([sys.executable, "-m", "crawler", "rank", str(copy), "--query", query],
                    check=True, capture_output=True, cwd=REPO, env=env)  # fmt: skip
     first = time.perf_counter() - started
-    check = "from crawler.relevance.warm import warming, kernels_cached as k; print(k())"
+    check = "from crawler.relevance.search import kernels_cached as k; print(k())"
     while True:
         time.sleep(0.2)
         done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,

@@ -56,6 +56,7 @@ from crawler.policy.traps import TemplateBudget, TrapLimits
 from crawler.pool.forkserver import main_importable, main_needed, prestart, unguarded_line
 from crawler.pool.parse_pool import ParsePool
 from crawler.relevance.focus import Focus
+from crawler.relevance.warm import index_after_crawl
 from crawler.report import CrawledPage, CrawlReport, Progress, ProgressCallback, RunCounters
 from crawler.seeds import parse_seed
 from crawler.settings import Settings
@@ -212,7 +213,10 @@ class Engine:
         exclusive = self._owns_store and not is_postgres(self.settings.db)
         lock = RunLock(self.settings.db) if exclusive else contextlib.nullcontext()
         with lock:
-            return await self._run_locked()
+            report = await self._run_locked()
+            if exclusive:  # still under the lock: the next run finds the index current
+                await asyncio.to_thread(index_after_crawl, self.settings.db)
+            return report
 
     async def _run_locked(self) -> CrawlReport:
         self._started = time.monotonic()

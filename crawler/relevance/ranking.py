@@ -4,7 +4,7 @@ Owns the choice of how: a SQLite database's inverted index (``crawler.relevance.
 brought up to date first; a query reads its terms' postings only); while numba's cache lacks
 the index's kernels (the first run after an install), a numpy scan of the stored blobs
 (``crawler.relevance.scan``), the kernels compiled and the index built in the background
-(``crawler.relevance.warm``) for the next run; or, for PostgreSQL, a
+(``crawler.relevance.warmer``) for the next run; or, for PostgreSQL, a
 read-only file whose index is behind, and ``device="gpu"``, every token blob loaded into one
 corpus (``TokenBatch``) ranked by ``crawler.relevance.scoring.Ranker`` (the fused CPU kernel,
 or the CUDA one, the corpus kept on the device across queries). All give the same scores and
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from crawler.relevance.scan import ScanIndex
 from crawler.relevance.scoring import Ranker, TokenBatch
-from crawler.relevance.search import SearchIndex
-from crawler.relevance.warm import kernels_cached, start_warming, warming
+from crawler.relevance.search import SearchIndex, kernels_cached
+from crawler.relevance.warm import start_warming, warming
 from parsers.kernel_cache import quick_cache_loads
 from parsers.tokens import decode_counts, query_ids
 from storage.export import read_tokens

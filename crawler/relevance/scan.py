@@ -3,7 +3,7 @@ to a query while numba's cache lacks the search kernels, without compiling anyth
 
 The first ``crawl rank`` after an install would otherwise spend seconds compiling the
 index's kernels before its first answer; ``ScanIndex`` answers from the blobs in about the
-time it takes SQLite to read them, and ``crawler.relevance.warm`` compiles the kernels
+time it takes SQLite to read them, and ``crawler.relevance.warmer`` compiles the kernels
 (and builds the index) in a background process for the runs after it.
 
 The same Okapi BM25 as ``crawler.relevance.search`` (k1 1.2, b 0.75, Lucene idf, float64;

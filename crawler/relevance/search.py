@@ -15,16 +15,20 @@ scored, on the CPU.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from numba import njit
+from numba.core.registry import cpu_target
 
 from crawler.relevance.bm25 import K1, B
 from crawler.relevance.bm25 import avgdl as average_length
 from crawler.relevance.scoring import _top_k
+from parsers import postings
 from parsers.postings import decode
 from storage.sqlite import search as tables
 
@@ -77,6 +81,29 @@ def _score(docs, tfs, places, bounds, idf, lengths, k1, b, avgdl, out_docs, out_
         out_docs[n_out] = best
         out_scores[n_out] = score
         n_out += 1
+
+
+def _kernels() -> list[Any]:
+    return [postings._unpack, postings._sizes, postings._write, postings.decode, _score]
+
+
+def kernels_cached() -> bool:
+    """Whether numba's cache holds machine code of every search kernel, for this CPU and
+    this source: read from numba's cache index files (about 10 ms), nothing compiled.
+    Private numba API, so defensive: where its names are missing (another numba version),
+    the kernels count as cached and numba compiles them as it always would."""
+    try:
+        magic = cpu_target.target_context.codegen().magic_tuple()
+        for kernel in _kernels():
+            code = hashlib.sha256(kernel.py_func.__code__.co_code).hexdigest()
+            index = kernel._cache._cache_file._load_index()
+            if not any(key[1] == magic and key[2][0] == code for key in index):
+                return False
+    except Exception:  # numba's internals changed: let numba decide, as it always did
+        log.debug("cannot read numba's cache index; assuming the kernels are cached",
+                  exc_info=True)  # fmt: skip
+        return True
+    return True
 
 
 class PageScores:

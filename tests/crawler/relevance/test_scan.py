@@ -1,6 +1,6 @@
 """Ranking while numba's cache lacks the search kernels: the numpy scan of the stored blobs
 (``crawler.relevance.scan``) gives the index's scores to the last bit and its order; a cold
-``crawl rank`` answers from it and leaves a background warmer (``crawler.relevance.warm``)
+``crawl rank`` answers from it and leaves a background warmer (``crawler.relevance.warmer``)
 that compiles the kernels and builds the index, which the next run (and a ``CorpusIndex``
 kept open) then uses."""
 
@@ -23,6 +23,8 @@ from parsers.token_scan import TokenScan
 from parsers.tokens import TokenCounts, encode_counts, query_ids
 from storage.base import StoreError
 from tests.crawler.relevance.test_search import make_db, put, queries_of, random_counts
+from tests.proc import child_env
+from tests.sites import PageSite, SiteServer
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -107,16 +109,7 @@ def test_a_cold_cache_answers_by_scan_and_warms_in_the_background(tmp_path: Path
     assert "scan" in cold.stderr
     assert time.monotonic() - started < 60  # nothing compiled in the foreground
 
-    deadline = time.monotonic() + 240  # the warmer compiles every kernel: seconds
-    check = ("from crawler.relevance.warm import kernels_cached, warming;"
-             "print(kernels_cached() and not warming())")  # fmt: skip
-    while True:
-        done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
-                              text=True, cwd=ROOT, timeout=60)  # fmt: skip
-        if done.stdout.strip() == "True":
-            break
-        assert time.monotonic() < deadline, done.stderr
-        time.sleep(0.5)
+    wait_for_warmer(env)  # it compiles every kernel: seconds
     with sqlite3.connect(db) as conn:  # the warmer built this database's index too
         assert conn.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM search_segments").fetchone()[0] >= 1
@@ -125,6 +118,44 @@ def test_a_cold_cache_answers_by_scan_and_warms_in_the_background(tmp_path: Path
     assert warm.returncode == 0, warm.stderr
     assert "inverted index" in warm.stderr
     assert warm.stdout == cold.stdout and cold.stdout.count("\n") == 10
+
+
+def wait_for_warmer(env: dict[str, str], seconds: float = 240) -> None:
+    """Until the kernels are cached and no warmer runs (the one ``env`` names by TMPDIR)."""
+    deadline = time.monotonic() + seconds
+    check = ("from crawler.relevance.search import kernels_cached;"
+             "from crawler.relevance.warm import warming;"
+             "print(kernels_cached() and not warming())")  # fmt: skip
+    while True:
+        done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
+                              text=True, cwd=ROOT, timeout=60)  # fmt: skip
+        if done.stdout.strip() == "True":
+            return
+        assert time.monotonic() < deadline, done.stderr
+        time.sleep(0.3)
+
+
+def test_a_crawl_leaves_its_index_current_for_a_read_only_reader(tmp_path: Path) -> None:
+    db = tmp_path / "crawled.db"
+    seeds = tmp_path / "seeds.txt"
+    env = child_env(drop=("CRAWL_NO_BACKGROUND_WARM",), TMPDIR=str(tmp_path))
+    site = PageSite(30, links=3)
+    with SiteServer() as server:
+        site.serve(server)
+        seeds.write_text(server.url + "/\n")
+        crawl = [sys.executable, "-m", "crawler", str(seeds), "--db", str(db), "--delay", "0",
+                 "--per-host", "4", "--no-progress"]  # fmt: skip
+        done = subprocess.run(crawl, env=env, capture_output=True, text=True, cwd=ROOT,
+                              timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    wait_for_warmer(env)  # started by the crawl's end, in the background
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
+        pages = conn.execute("SELECT count(*) FROM pages WHERE tokens IS NOT NULL").fetchone()
+    reader = CorpusIndex(str(db), read_only=True)  # what crawl serve opens: it never writes
+    assert reader.device == "cpu (inverted index)" and (reader.pages,) == pages == (30,)
+    title_word = reader.rank("page", 3)
+    assert len(title_word) == 3
 
 
 def test_a_scanning_corpus_index_switches_to_the_index_when_ready(

@@ -1,0 +1,87 @@
+"""The background warmer: ``python -m crawler.relevance.warmer [DB]`` compiles every search
+kernel into numba's cache, then brings DB's search index up to date (``crawler.relevance.warm``
+starts it detached and niced; see there for when). It compiles by building and querying the
+index of a throwaway database: the very calls, argument types included, that a real one
+makes. One warmer at a time per user (``warm.only_warmer``); a second one exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import sys
+import tempfile
+
+import numpy as np
+
+from crawler.relevance.search import SearchIndex, kernels_cached
+from crawler.relevance.warm import only_warmer
+from parsers.kernel_cache import quick_cache_loads
+from parsers.tokens import TokenCounts, encode_counts, query_ids
+from storage.sqlite.store import SQLiteStore
+
+
+def compile_kernels() -> None:
+    """Compile (or load) every search kernel: build and query the index of a throwaway
+    crawl database of three pages."""
+
+    with tempfile.TemporaryDirectory(prefix="crawl-warm-") as folder:
+        path = os.path.join(folder, "warm.db")
+
+        async def schema() -> None:
+            store = SQLiteStore(path)
+            await store.open()
+            await store.close()
+
+        asyncio.run(schema())
+        words = query_ids("warm up the search kernels")
+        rows = []
+        for n, top in enumerate((3, 300, 70_000)):  # counts of 1, 2 and 4 bytes
+            ids = np.array(sorted(set(words)), dtype=np.uint32)
+            counts = np.full(ids.size, top, dtype=np.uint32)
+            blob = encode_counts(TokenCounts(ids, counts, int(counts.sum())))
+            rows.append((f"http://warm.invalid/{n}", blob))
+        with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+            connection.executemany(
+                "INSERT INTO pages (url, final_url, depth, fetched_at, tokens)"
+                " VALUES (?, ?, 0, '2026-01-01', ?)", [(u, u, b) for u, b in rows])  # fmt: skip
+        index = SearchIndex(path)
+        try:
+            index.rank(words, 2)
+        finally:
+            index.close()
+
+
+def warm(db: str | None) -> bool:
+    """Compile the kernels, then bring ``db``'s index up to date; False if another warmer
+    holds the lock (it does the same)."""
+    with only_warmer() as alone:
+        if not alone:
+            return False
+        with quick_cache_loads():
+            if not kernels_cached():
+                compile_kernels()
+            if db:
+                with contextlib.suppress(LookupError):
+                    SearchIndex(db).close()
+        return True
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        print("usage: python -m crawler.relevance.warmer [DB]", file=sys.stderr)
+        return 2
+    with contextlib.suppress(OSError):
+        os.nice(10)  # below the crawls and queries it is there to help
+    try:
+        warm(argv[0] if argv else None)
+    except Exception as exc:  # a background helper: report, never raise a traceback
+        print(f"warming the search kernels failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
