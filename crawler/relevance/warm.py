@@ -5,7 +5,7 @@ The first ``crawl rank`` after an install (or after numba, the source or the CPU
 would compile the index's kernels before its first answer: seconds, against well under one
 for the answer itself. ``crawler.relevance.ranking`` asks ``search.kernels_cached``,
 answers from a scan of the blobs while they are not (``crawler.relevance.scan``), and
-``start_warming`` runs ``crawler.relevance.warmer`` in a detached, niced process that
+``start_warming`` runs ``crawler.relevance.warmer`` in a detached, idle-priority process that
 compiles them and brings the database's index up to date; the run after it finds both. A
 crawl's end starts one too (``index_after_crawl``) when it left pages to index. One warmer
 at a time per user (``only_warmer``, an ``flock``): two would compile the same code.
@@ -31,7 +31,7 @@ foreground, as before."""
 
 
 def start_warming(db: str | None) -> bool:
-    """Start a detached, niced warmer (``crawler.relevance.warmer``) for ``db``; False when none was
+    """Start a detached, idle-priority warmer (``crawler.relevance.warmer``) for ``db``; False when none was
     started (``CRAWL_NO_BACKGROUND_WARM`` is set, or the process could not start)."""
     if os.environ.get(NO_WARM_ENV):
         return False

@@ -1,6 +1,6 @@
 """The background warmer: ``python -m crawler.relevance.warmer [DB]`` compiles every search
 kernel into numba's cache, then brings DB's search index up to date (``crawler.relevance.warm``
-starts it detached and niced; see there for when). It compiles by building and querying the
+starts it detached, at idle priority; see there for when). It compiles by building and querying the
 index of a throwaway database: the very calls, argument types included, that a real one
 makes. One warmer at a time per user (``warm.only_warmer``); a second one exits at once.
 """
@@ -69,12 +69,22 @@ def warm(db: str | None) -> bool:
         return True
 
 
+def idle() -> None:
+    """Run only on CPU time nothing else wants (Linux's ``SCHED_IDLE``; elsewhere the lowest
+    nice): a crawl started next, by cron say, keeps its speed. A crawl that waits for the
+    database while this holds it frees the CPU it then runs on."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        with contextlib.suppress(OSError):
+            os.nice(19)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         print("usage: python -m crawler.relevance.warmer [DB]", file=sys.stderr)
         return 2
-    with contextlib.suppress(OSError):
-        os.nice(10)  # below the crawls and queries it is there to help
+    idle()
     try:
         warm(argv[0] if argv else None)
     except Exception as exc:  # a background helper: report, never raise a traceback

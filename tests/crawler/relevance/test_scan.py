@@ -178,3 +178,11 @@ def test_a_scanning_corpus_index_switches_to_the_index_when_ready(
     first = corpus.rank(query, 5)  # checks, finds the index ready, ranks with it
     assert corpus.device == "cpu (inverted index)"
     assert len(first) == 5 and first == corpus.rank(query, 5)
+
+
+def test_the_warmer_takes_only_idle_cpu() -> None:
+    check = ("import os; from crawler.relevance.warmer import idle; idle();"
+             "print(os.sched_getscheduler(0) == os.SCHED_IDLE or os.nice(0) == 19)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", check], env=child_env(), capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    assert done.stdout.strip() == "True", done.stderr
