@@ -14,9 +14,11 @@ before it reaches the frontier, and the budget of URL templates (``TemplateBudge
   ``N``; query values dropped, parameter names sorted) whose pages keep linking to more of
   themselves while saying nothing new. The rule: each fetched page of a template is
   *productive* (2xx HTML whose text is new), a *repeat* (a text within
-  ``SIMHASH_NEAR_BITS`` of one of the template's last ``RECENT_PAGES`` SimHashes; for a text
-  under ``SHORT_TEXT_CHARS``, the same text as one of those pages' once the numbers of each
-  page's own URL are taken out of it: ``/cal/2026/01`` saying "January 2026"), or neither:
+  ``SIMHASH_NEAR_BITS`` of one of the template's ``RECENT_PAGES`` recent distinct SimHashes;
+  for a text under ``SHORT_TEXT_CHARS``, the same text as one of its ``RECENT_SHORT_TEXTS``
+  recent distinct ones once the numbers of each page's own URL are taken out of it:
+  ``/cal/2026/01`` saying "January 2026"; the window outlasts a cycle of month names, in
+  whatever order a crawl parses them), or neither:
   a page that is not parsed (a failure, a redirect, a body that is not HTML) links nowhere,
   and an exact duplicate gives the same links as its original, which lead nowhere new but
   through a growing path (``trap_reason``'s case; ``?ref=nav`` variants of a hub page are
@@ -187,7 +189,12 @@ SIMHASH_NEAR_BITS = 10
 """Two texts of one template whose SimHashes differ in at most this many of 64 bits say the
 same thing (unrelated texts differ in ~32; fewer than 12 has odds of ~1e-7)."""
 RECENT_PAGES = 8
-"""A template's page is compared with the SimHashes of its last this many pages."""
+"""A template's page is compared with this many of its recent SimHashes (distinct ones: a
+repeat is not kept again)."""
+RECENT_SHORT_TEXTS = 32
+"""A template's short text is compared with this many of its recent distinct short texts:
+more than a cycle of months (12), days (31) or hours (24), whatever order a crawl meets
+them in."""
 SHORT_TEXT_CHARS = 1000
 """Shorter texts have too few shingles for SimHash: they are compared without their digits."""
 MAX_QUERY_SHAPES = 64
@@ -223,7 +230,8 @@ class _Template:
     pending: int = 0
     """Pages being parsed (``parsing``), not judged yet."""
     simhashes: deque[int] = field(default_factory=lambda: deque(maxlen=RECENT_PAGES))
-    shorts: deque[int] = field(default_factory=lambda: deque(maxlen=RECENT_PAGES))
+    shorts: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    """Hashes of recent distinct short texts, the most recently met last."""
 
 
 class TemplateBudget:
@@ -311,19 +319,22 @@ def _repeats(state: _Template, url: str, text: str, simhash: int | None) -> bool
     is filed as one of them."""
     if len(text) < SHORT_TEXT_CHARS:
         key = hash(_without_own_numbers(text, url))
-        seen = key in state.shorts
-        state.shorts.append(key)
-        return seen
+        shorts = state.shorts
+        if key in shorts:
+            shorts.move_to_end(key)
+            return True
+        shorts[key] = None
+        if len(shorts) > RECENT_SHORT_TEXTS:
+            shorts.popitem(last=False)
+        return False
     if simhash is None:
         return False
     recent = state.simhashes
-    seen = False
     for other in recent:
         if (simhash ^ other).bit_count() <= SIMHASH_NEAR_BITS:
-            seen = True
-            break
+            return True
     recent.append(simhash)
-    return seen
+    return False
 
 
 def _without_own_numbers(text: str, url: str) -> str:

@@ -8,6 +8,7 @@ Benchmark material, so not asserted here.
 
 from __future__ import annotations
 
+import calendar
 import random
 
 import ada_url
@@ -242,3 +243,23 @@ def test_pages_being_parsed_count_as_repeats_once_a_template_repeats_itself() ->
     for _ in range(4, 10):
         budget.abandon("http://e.com/cal/N")
     assert not budget.closed("http://e.com/cal/N")  # 4 repeats, none pending: not yet
+
+
+def test_a_calendar_that_names_its_months_closes_in_any_order() -> None:
+    """Twelve month names, each page's own numbers out: after the twelve, every page is a
+    repeat, whatever order the crawl parses them in (BFS over prev, next and next year
+    mixes them; a period longer than the window of recent pages must not hide it)."""
+    rng = random.Random(7)
+    pages = [(year, month) for year in range(2000, 2100) for month in range(1, 13)]
+    orders = {"cyclic": pages, "shuffled": rng.sample(pages, len(pages))}
+    for name, order in orders.items():
+        budget = TemplateBudget(10)
+        closed_at = None
+        for i, (year, month) in enumerate(order):
+            url = f"http://e.com/cal/{year}/{month:02d}"
+            text = f"Events of {calendar.month_name[month]} {year} No events this month."
+            template = record(budget, url, text)
+            if budget.closed(template):
+                closed_at = i
+                break
+        assert closed_at is not None and closed_at <= 12 + 12, (name, closed_at)
