@@ -5,10 +5,12 @@
 #                                                     # BENCH=0: without the scoring bench
 #
 # 1. the environment: the GPU, Python, numba (and numba-cuda) versions, numba.cuda.detect();
-# 2. the scoring tests, the CUDA kernel's against the reference on the real device included;
+# 2. the scoring tests, the CUDA kernel's against the reference on the real device included,
+#    and the GPU search index's against the CPU index's;
 # 3. bench/focus_bench.py (what a crawl's scoring costs on each device), and
 #    bench/scoring_bench.py at 20,000 and 100,000 documents (the GPU rows beside the CPU's);
-# 4. a crawl of a generated 300-page site with --query and --device $DEVICE (its log must say
+# 4. bench/search_bench.py --gpu at 200,000 pages (where bm25s is installed);
+# 5. a crawl of a generated 300-page site with --query and --device $DEVICE (its log must say
 #    it scores there), then `crawl rank` of the stored pages on the GPU and on the CPU: the two
 #    rankings must agree.
 # Each step has its own time limit and logs to $OUT; a failing step does not stop the next.
@@ -39,6 +41,7 @@ check timeout 60 $PY -c "from numba import cuda; cuda.detect()"
 
 step tests
 check timeout 300 $PY -m pytest -p no:cacheprovider -q -rs tests/crawler/relevance/test_scoring_gpu.py tests/crawler/relevance/test_scoring.py \
+    tests/crawler/relevance/test_search_gpu.py \
     tests/e2e/test_focus.py 2>&1 | tee "$OUT/tests.log"
 check test "${PIPESTATUS[0]}" = 0
 
@@ -52,6 +55,14 @@ for docs in 20000 100000; do
     timeout 240 $PY bench/scoring_bench.py --docs $docs --tokens 1000 --repeats 3 | tee "$OUT/scoring-$docs.md"
     check test "${PIPESTATUS[0]}" = 0
 done
+
+step search index on the GPU
+if [ "$DEVICE" = gpu ] && $PY -c "import bm25s" 2>/dev/null; then
+    timeout 300 $PY bench/search_bench.py --docs 200000 --queries 30 --gpu | tee "$OUT/search.jsonl"
+    check test "${PIPESTATUS[0]}" = 0
+else
+    echo "skipped (DEVICE=$DEVICE, or bm25s not installed: pip install bm25s before)"
+fi
 
 step crawl with --device $DEVICE
 work=$(mktemp -d)

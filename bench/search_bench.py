@@ -1,6 +1,6 @@
 """``crawl rank``'s inverted index beside bm25s, on the same synthetic corpus.
 
-    python bench/search_bench.py [--docs 100000 200000] [--queries 50]
+    python bench/search_bench.py [--docs 100000 200000] [--queries 50] [--postgres DSN] [--gpu]
 
 Per size: a crawl database made through the schema's public columns (``pages.tokens`` from
 ``parsers.tokens.encode_counts``; the store's triggers queue them), documents of 150-250
@@ -12,7 +12,11 @@ kernels cached and the build; then with the index present), the median time of a
 full-corpus kernel it replaced and bm25s on one thread, and whether the top 10 agree with
 bm25s (its Lucene scores are ours without Okapi's constant (k1 + 1) factor): the scores,
 and the pages in order (equal scores may come in another order: ours breaks ties to the
-lower page id).
+lower page id). With ``--postgres`` (a server's maintenance DSN: a scratch database is made
+and dropped there), the same pages copied into PostgreSQL: ``crawl rank``'s first query with
+the build and with the index present, a further query, and whether its top 10 equal the
+SQLite index's to the last bit. With ``--gpu``, the index on a CUDA GPU: a batch of the
+queries and one at a time, top 10 against the CPU index's.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from crawler.relevance.ranking import CorpusIndex  # noqa: E402
 from crawler.relevance.scoring import Ranker, TokenBatch  # noqa: E402
 from crawler.relevance.warmer import compile_kernels  # noqa: E402
 from parsers.tokens import TokenCounts, decode_counts, encode_counts, query_ids  # noqa: E402
+from storage.postgres import PostgresStore  # noqa: E402
 from storage.sqlite.store import SQLiteStore  # noqa: E402
 
 VOCABULARY = 50_000
@@ -92,7 +97,7 @@ def cold_cache_first_query(db: Path, query: str, work: Path) -> tuple[float, flo
     shutil.copyfile(db, copy)
     env = {k: v for k, v in os.environ.items() if k != "CRAWL_NO_BACKGROUND_WARM"}
     env["NUMBA_CACHE_DIR"] = str(work / "numba-cold")
-    env["TMPDIR"] = str(work)  # the warmer's lock, apart from any other
+    env["TMPDIR"] = env["XDG_RUNTIME_DIR"] = str(work)  # the warmer's lock, apart from others
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "crawler", "rank", str(copy), "--query", query],
                    check=True, capture_output=True, cwd=REPO, env=env)  # fmt: skip
@@ -116,7 +121,93 @@ def lock_held(folder: Path) -> bool:
         return False
 
 
-def run_size(n_docs: int, n_queries: int, work: Path) -> dict[str, object]:
+def on_postgres(
+    db: Path, admin_dsn: str, queries: list[str], index: CorpusIndex
+) -> dict[str, object]:
+    """``db``'s pages copied into a scratch PostgreSQL database: ``crawl rank`` there."""
+    import asyncpg
+
+    name = f"crawler_search_bench_{os.getpid()}"
+    dsn = admin_dsn.rsplit("/", 1)[0] + "/" + name
+
+    async def admin(sql: str) -> None:
+        connection = await asyncpg.connect(admin_dsn)
+        try:
+            await connection.execute(sql)
+        finally:
+            await connection.close()
+
+    async def copy() -> None:
+        store = PostgresStore(dsn)
+        await store.open()  # the schema
+        await store.close()
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT url, final_url, depth, fetched_at, tokens FROM pages"
+                                " ORDER BY id").fetchall()  # fmt: skip
+        connection = await asyncpg.connect(dsn)
+        try:
+            await connection.copy_records_to_table(
+                "pages", records=rows,
+                columns=["url", "final_url", "depth", "fetched_at", "tokens"])  # fmt: skip
+        finally:
+            await connection.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        asyncio.run(copy())
+        crawl = [sys.executable, "-m", "crawler", "rank", dsn, "--query", queries[0]]
+        timings = []
+        for _ in range(2):  # the first builds the index, the second finds it
+            started = time.perf_counter()
+            subprocess.run(crawl, check=True, capture_output=True, cwd=REPO)
+            timings.append(time.perf_counter() - started)
+        with CorpusIndex(dsn) as pg:
+            for query in queries[:3]:
+                pg.rank(query)
+            further, same = [], 0
+            for query in queries:
+                t = time.perf_counter()
+                found = pg.rank(query)
+                further.append(time.perf_counter() - t)
+                same += found == index.rank(query)
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    return {
+        "postgres_crawl_rank_first_query_with_build_s": round(timings[0], 2),
+        "postgres_crawl_rank_first_query_indexed_s": round(timings[1], 2),
+        "postgres_ms_per_query": ms(further),
+        "postgres_top10_equal_to_sqlite": f"{same}/{len(queries)}",
+    }
+
+
+def on_gpu(db: Path, queries: list[str], index: CorpusIndex) -> dict[str, object]:
+    """The index's postings on the GPU (``--device gpu``): the queries as one batch, and
+    one at a time; top 10 against the CPU index's."""
+    started = time.perf_counter()
+    with CorpusIndex(str(db), "gpu") as gpu:
+        opened = time.perf_counter() - started
+        gpu.rank_many(queries[:3])  # kernels compiled
+        t = time.perf_counter()
+        batched = gpu.rank_many(queries)
+        batch_s = time.perf_counter() - t
+        alone = []
+        for query in queries:
+            t = time.perf_counter()
+            gpu.rank(query)
+            alone.append(time.perf_counter() - t)
+    cpu = [index.rank(query) for query in queries]
+    same = sum([p.url for p in g] == [p.url for p in c] for g, c in zip(batched, cpu, strict=True))
+    return {
+        "gpu_open_s": round(opened, 2),
+        "gpu_ms_per_query_batched": round(batch_s / len(queries) * 1000, 3),
+        "gpu_ms_per_query_alone": ms(alone),
+        "gpu_top10_same_pages_as_cpu_index": f"{same}/{len(queries)}",
+    }
+
+
+def run_size(
+    n_docs: int, n_queries: int, work: Path, postgres: str | None, gpu: bool = False
+) -> dict[str, object]:
     import bm25s
 
     docs = corpus(n_docs)
@@ -170,6 +261,10 @@ def run_size(n_docs: int, n_queries: int, work: Path) -> dict[str, object]:
         their_urls = [f"http://bench.test/{d}" for d in found[0].tolist()]
         same_scores += bool(np.allclose([p.score / K1_PLUS_1 for p in mine], scores[0], rtol=1e-9))
         same_order += [p.url for p in mine] == their_urls  # ties: ours to the lower page id
+    more = on_postgres(db, postgres, queries, index) if postgres else {}
+    if gpu:
+        more.update(on_gpu(db, queries, index))
+    index.close()
     return {
         "docs": n_docs, "db_made_s": round(made, 1), "index_mb": round(index_bytes / 2**20, 1),
         "crawl_rank_first_query_cold_numba_cache_s": round(cold_first, 2),
@@ -179,7 +274,7 @@ def run_size(n_docs: int, n_queries: int, work: Path) -> dict[str, object]:
         "ours_ms_per_query": ms(ours), "full_corpus_kernel_ms_per_query": ms(full),
         "bm25s_1_thread_ms_per_query": ms(theirs), "bm25s_build_s": round(built, 1),
         "top10_scores_equal_to_bm25s": f"{same_scores}/{len(queries)}",
-        "top10_same_pages_in_same_order": f"{same_order}/{len(queries)}",
+        "top10_same_pages_in_same_order": f"{same_order}/{len(queries)}", **more,
     }  # fmt: skip
 
 
@@ -187,6 +282,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, nargs="+", default=[100_000, 200_000])
     parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="also on PostgreSQL (a scratch "
+        "database made and dropped on the server this maintenance DSN names)",
+    )
+    parser.add_argument("--gpu", action="store_true", help="also the index on a CUDA GPU")
     args = parser.parse_args()
     try:
         import bm25s  # noqa: F401
@@ -195,7 +297,10 @@ def main() -> None:
     work = REPO / "bench" / "work"
     with tempfile.TemporaryDirectory(dir=work if work.is_dir() else None) as tmp:
         for n_docs in args.docs:
-            print(json.dumps(run_size(n_docs, args.queries, Path(tmp))), flush=True)
+            print(
+                json.dumps(run_size(n_docs, args.queries, Path(tmp), args.postgres, args.gpu)),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Shared fixtures: local sites on 127.0.0.1 and a fresh database path per test."""
+"""Shared fixtures: local sites on 127.0.0.1, a fresh database path per test, and a
+PostgreSQL database (``tests.pg``; skipped where there is no server, failed under CI)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,26 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.pg import reset_schema, session_database  # noqa: E402
 from tests.sites import LinkGraph, SiteServer  # noqa: E402
 
 # No background warmer of the search kernels (crawler.relevance.warm) started by a test's
 # ranking: a cold cache compiles in the foreground, so each test takes one known path.
 # tests/crawler/relevance/test_scan.py runs the warmer on purpose, in a child process.
 os.environ["CRAWL_NO_BACKGROUND_WARM"] = "1"
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    with session_database() as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def pg_dsn(pg_database: str) -> str:
+    """The session's PostgreSQL database, emptied."""
+    reset_schema(pg_database)
+    return pg_database
 
 
 @pytest.fixture

@@ -26,9 +26,10 @@ def command(db: str, queries: tuple[str, ...], top: int, device: str) -> None:
         index = CorpusIndex(str(db), device)
     except (StoreError, ConfigError) as exc:
         fail(EXIT_USAGE, str(exc))
-    click.echo(f"ranking {index.pages} pages on {index.device}", err=True)
-    for query in queries:
-        if len(queries) > 1:
-            click.echo(f"# {query}")
-        for position, page in enumerate(index.rank(query, top), start=1):
-            click.echo(f"{position}\t{page.score:.4f}\t{page.url}\t{page.title or ''}")
+    with index:
+        click.echo(f"ranking {index.pages} pages on {index.device}", err=True)
+        for query, found in zip(queries, index.rank_many(list(queries), top), strict=True):
+            if len(queries) > 1:
+                click.echo(f"# {query}")
+            for position, page in enumerate(found, start=1):
+                click.echo(f"{position}\t{page.score:.4f}\t{page.url}\t{page.title or ''}")

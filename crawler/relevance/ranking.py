@@ -14,15 +14,21 @@ order. Duplicates (``duplicate_of``) carry no tokens and never rank.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from crawler.relevance.scan import ScanIndex
-from crawler.relevance.scoring import Ranker, TokenBatch
+from crawler.relevance.scoring import Ranker, TokenBatch, select_device
 from crawler.relevance.search import SearchIndex, kernels_cached
+from crawler.relevance.search_gpu import DeviceSearch
 from crawler.relevance.warm import start_warming, warming
 from parsers.kernel_cache import quick_cache_loads
 from parsers.tokens import decode_counts, query_ids
+from storage.base import StoreError
 from storage.export import read_tokens
 from storage.factory import is_postgres
 
@@ -48,9 +54,14 @@ class CorpusIndex:
         """``read_only``: never write the database (the index is used if it is up to
         date)."""
         self._search: SearchIndex | ScanIndex | None = None
+        self._on_gpu: DeviceSearch | None = None
         self._db, self._read_only, self._checked = db, read_only, time.monotonic()
-        if device != "gpu" and not is_postgres(db):
-            if not kernels_cached() and start_warming(None if read_only else db):
+        if device == "gpu" and self._index_on_gpu():
+            return
+        if device != "gpu":
+            # a warmer indexes a SQLite file it may write; a DSN stays out of process lists
+            own_file = not read_only and not is_postgres(db)
+            if not kernels_cached() and start_warming(db if own_file else None):
                 self._search = ScanIndex(db)
                 log.info("scanning the stored pages while the index's kernels compile "
                          "in the background")  # fmt: skip
@@ -70,26 +81,67 @@ class CorpusIndex:
         batch = TokenBatch.from_counts([decode_counts(blob) for _, _, blob in rows])
         self._ranker = Ranker(batch, device)
 
+    def _index_on_gpu(self) -> bool:
+        """The index's postings on the GPU (``GPUUnavailableError`` where it cannot run);
+        False if the index cannot open (read-only and behind)."""
+        select_device("gpu")
+        try:
+            with quick_cache_loads():
+                self._search = SearchIndex(self._db, self._read_only)
+        except LookupError as exc:
+            log.info("%s; ranking the loaded corpus instead", exc)
+            return False
+        self._on_gpu = DeviceSearch(self._search)
+        return True
+
+    def close(self) -> None:
+        """Close the database connection (and, on PostgreSQL, its thread)."""
+        if self._search is not None:
+            self._search.close()
+
+    def __enter__(self) -> CorpusIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def device(self) -> str:
         if isinstance(self._search, ScanIndex):
             return "cpu (scan; the index builds in the background)"
+        if self._on_gpu is not None:
+            return "gpu (inverted index)"
         return "cpu (inverted index)" if self._search is not None else self._ranker.device
 
     @property
     def pages(self) -> int:
         return self._search.n_docs if self._search is not None else len(self._urls)
 
+    def rank_many(self, queries: list[str], top: int = 10) -> list[list[RankedPage]]:
+        """``rank`` of each query; on the GPU, a batch at a time."""
+        if self._on_gpu is None or self._search is None:
+            return [self.rank(query, top) for query in queries]
+        found = self._on_gpu.rank_many([query_ids(query) for query in queries], top)
+        return [self._pages(page_ids, scores) for page_ids, scores in found]
+
+    def _pages(
+        self, page_ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]
+    ) -> list[RankedPage]:
+        assert self._search is not None
+        known = self._search.pages(page_ids.tolist())
+        return [RankedPage(*known[p], float(s))  # a page deleted since the index opened: gone
+                for p, s in zip(page_ids.tolist(), scores.tolist(), strict=True) if p in known]  # fmt: skip
+
     def rank(self, query: str, top: int = 10) -> list[RankedPage]:
         """The ``top`` pages holding a query word, best first."""
+        if self._on_gpu is not None:
+            return self.rank_many([query], top)[0]
         if isinstance(self._search, ScanIndex):
             self._index_when_ready()
         if self._search is not None:
             with quick_cache_loads():
                 page_ids, found = self._search.rank(query_ids(query), top)
-            known = self._search.pages(page_ids.tolist())
-            return [RankedPage(*known[p], float(s))
-                    for p, s in zip(page_ids.tolist(), found.tolist(), strict=True)]  # fmt: skip
+            return self._pages(page_ids, found)
         indices, scores = self._ranker.rank(query_ids(query), top)
         return [
             RankedPage(self._urls[i], self._titles[i], float(s))
@@ -108,8 +160,9 @@ class CorpusIndex:
         try:
             with quick_cache_loads():
                 index = SearchIndex(self._db, self._read_only)
-        except LookupError:
-            return  # read-only and behind: keep scanning
+        except (LookupError, StoreError, sqlite3.Error) as exc:  # keep scanning
+            log.debug("%s: the search index did not open (%s); scanning", self._db, exc)
+            return
         assert isinstance(self._search, ScanIndex)
         self._search.close()
         self._search = index
@@ -117,4 +170,5 @@ class CorpusIndex:
 
 def rank(db: str, query: str, top: int = 10, device: str = "auto") -> list[RankedPage]:
     """Rank the stored pages of ``db`` against ``query``; the ``top`` best, best first."""
-    return CorpusIndex(db, device).rank(query, top)
+    with CorpusIndex(db, device) as index:
+        return index.rank(query, top)

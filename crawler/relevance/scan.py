@@ -22,31 +22,36 @@ from crawler.relevance.bm25 import avgdl as average_length
 from crawler.relevance.search import PageScores
 from parsers.token_scan import TokenScan
 from storage.base import StoreError
-from storage.sqlite import search as tables
+from storage.search import open_index_tables
 
 F64Array = npt.NDArray[np.float64]
 I64Array = npt.NDArray[np.int64]
 
 
 class ScanIndex(PageScores):
-    """Every token-bearing page of one SQLite crawl database, held for scanning."""
+    """Every token-bearing page of one crawl database, held for scanning."""
 
     indexed_now = 0
 
     def __init__(self, path: str) -> None:
-        self._connection, _ = tables.connect(path, read_only=True)
-        rows = tables.token_rows(self._connection)
+        self._tables = open_index_tables(path, read_only=True)
+        try:
+            rows = self._tables.token_rows()
+        except BaseException:
+            self._tables.close()
+            raise
         self.page_ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         try:
             self._scan = TokenScan.of([row[1] for row in rows])
         except ValueError as exc:
+            self._tables.close()
             raise StoreError(f"{path}: cannot rank pages.tokens: {exc}") from exc
         del rows
         self.n_docs = self._scan.n_docs
         self._avgdl = average_length(self.n_docs, int(self._scan.lengths.sum()))
 
     def close(self) -> None:
-        self._connection.close()
+        self._tables.close()
 
     def scores_of(self, query_ids: npt.ArrayLike) -> tuple[I64Array, F64Array]:
         """(document indexes holding a query term, ascending; their BM25 scores)."""

@@ -1,10 +1,10 @@
-"""BM25 over the persistent inverted index (``storage.sqlite.search``): a query touches only
-its terms' postings, never the whole corpus.
+"""BM25 over the persistent inverted index (``storage.segments``, on SQLite or PostgreSQL): a
+query touches only its terms' postings, never the whole corpus.
 
 ``SearchIndex(path)`` brings the index up to date (``catch_up``: the pages written since it
 last did), then loads each segment's small arrays: which pages are live where, their
-lengths, the term dictionaries. A query reads its terms' runs of postings by byte range,
-decodes them (``parsers.postings.decode``), keeping live documents only, and scores them
+lengths, the term dictionaries. A query reads its terms' runs of postings by byte range
+(all of them in one read: one round trip on PostgreSQL), decodes them (``parsers.postings.decode``), keeping live documents only, and scores them
 document by document (``_score``, a merge of the terms' runs): the same Okapi BM25 as
 ``crawler.relevance.scoring`` (k1 1.2, b 0.75, Lucene idf, float64; N, average length and
 document frequencies over the live pages), the same top-k and tie order (lower page id).
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,8 @@ from crawler.relevance.bm25 import avgdl as average_length
 from crawler.relevance.scoring import _top_k
 from parsers import postings
 from parsers.postings import decode
-from storage.sqlite import search as tables
+from storage.search import open_index_tables
+from storage.segments import IndexTables
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +108,10 @@ def kernels_cached() -> bool:
 
 class PageScores:
     """What ranks a database's pages by their ``scores_of`` a query: its ``page_ids``
-    (document index -> page id, ascending) and an open ``_connection``."""
+    (document index -> page id, ascending) and the database's open ``_tables``."""
 
     page_ids: I64Array
-    _connection: sqlite3.Connection
+    _tables: IndexTables
 
     def scores_of(self, query_ids: npt.ArrayLike) -> tuple[I64Array, F64Array]:
         raise NotImplementedError
@@ -124,26 +124,31 @@ class PageScores:
 
     def pages(self, page_ids: list[int]) -> dict[int, tuple[str, str | None]]:
         """(url, title) of each page id."""
-        return tables.titles_urls(self._connection, page_ids)
+        return self._tables.titles_urls(page_ids)
 
 
 class SearchIndex(PageScores):
-    """The index of one SQLite crawl database, kept open across queries."""
+    """The index of one crawl database (a SQLite file or a PostgreSQL DSN), kept open
+    across queries."""
 
-    def __init__(self, path: str, read_only: bool = False) -> None:
+    def __init__(self, db: str, read_only: bool = False) -> None:
         """``read_only``: never write (``crawl serve``): an index that is behind is then
         a ``LookupError``, as one that is missing."""
-        self._connection, writable = tables.connect(path, read_only)
-        self.indexed_now = 0
-        if not tables.has_index(self._connection):
-            raise LookupError(f"{path}: no search index (schema before version 3, read-only)")
-        if writable:
-            self.indexed_now = tables.catch_up(self._connection)
-        elif tables.pending_count(self._connection):
-            raise LookupError(f"{path}: the search index is behind and the file is read-only")
-        self._segments = tables.load(self._connection)
-        self._postings = tables.Postings(self._connection)
-        self._settle()
+        self._tables = open_index_tables(db, read_only)
+        try:
+            self.indexed_now = 0
+            if not self._tables.has_index():
+                raise LookupError(f"{db}: no search index (schema before version 3, read-only)")
+            if self._tables.writable:
+                self.indexed_now = self._tables.catch_up()
+            elif self._tables.pending_count():
+                raise LookupError(f"{db}: the search index is behind and the database is "
+                                  "read-only")  # fmt: skip
+            self._segments = self._tables.load()
+            self._settle()
+        except BaseException:
+            self._tables.close()
+            raise
 
     def _settle(self) -> None:
         """Which documents are live where: the newest segment naming a page decides."""
@@ -168,36 +173,27 @@ class SearchIndex(PageScores):
         self._avgdl = average_length(self.n_docs, int(self.lengths.sum()))
 
     def close(self) -> None:
-        self._postings.close()
-        self._connection.close()
+        self._tables.close()
 
     def scores_of(self, query_ids: npt.ArrayLike) -> tuple[I64Array, F64Array]:
         """(global document indexes holding a query term, their BM25 scores)."""
         q = np.unique(np.asarray(query_ids, dtype=np.uint32))
+        try:
+            runs = self._runs(q)
+        except LookupError:  # another process merged segments since they were loaded
+            self._segments = self._tables.load()
+            self._settle()
+            runs = self._runs(q)
         df = np.zeros(q.size, dtype=np.int64)
         all_docs: list[I64Array] = []
         all_tfs: list[I64Array] = []
         all_places: list[I64Array] = []
         bounds = [0]
-        for k, term in enumerate(q.tolist()):
-            runs = []
-            for segment, mapping in zip(self._segments, self._maps, strict=True):
-                at = int(np.searchsorted(segment.terms, term))
-                if at >= segment.terms.size or segment.terms[at] != term:
-                    continue
-                count = int(segment.df[at])
-                data = self._postings.read(segment.id, int(segment.starts[at]),
-                                           int(segment.starts[at + 1]))  # fmt: skip
-                found = np.empty(count, dtype=np.int64)
-                tfs = np.empty(count, dtype=np.int64)
-                places = np.empty(count, dtype=np.int64)
-                kept = decode(np.frombuffer(data, dtype=np.uint8), count, mapping, found, tfs,
-                              places, 0)  # fmt: skip
-                runs.append((found[:kept], tfs[:kept], places[:kept]))
-            if len(runs) == 1:
-                docs, tfs, places = runs[0]
-            elif runs:  # runs of several segments: one, documents ascending
-                docs, tfs, places = (np.concatenate([r[i] for r in runs]) for i in range(3))
+        for k, term_runs in enumerate(runs):
+            if len(term_runs) == 1:
+                docs, tfs, places = term_runs[0]
+            elif term_runs:  # runs of several segments: one, documents ascending
+                docs, tfs, places = (np.concatenate([r[i] for r in term_runs]) for i in range(3))
                 by_doc = np.argsort(docs, kind="stable")
                 docs, tfs, places = docs[by_doc], tfs[by_doc], places[by_doc]
             else:
@@ -216,3 +212,26 @@ class SearchIndex(PageScores):
                    np.asarray(bounds, dtype=np.int64), idf, self.lengths, K1, B, self._avgdl,
                    out_docs, out_scores)  # fmt: skip
         return out_docs[:n], out_scores[:n]
+
+    def _runs(self, q: npt.NDArray[np.uint32]) -> list[list[tuple[I64Array, I64Array, I64Array]]]:
+        """Each query term's decoded runs (documents, term frequencies, token places), one a
+        segment that holds it, live documents only; every byte range in one read."""
+        wanted: list[tuple[int, int, int, int]] = []  # term, segment position, df, at
+        ranges: list[tuple[int, int, int]] = []
+        for k, term in enumerate(q.tolist()):
+            for position, segment in enumerate(self._segments):
+                at = int(np.searchsorted(segment.terms, term))
+                if at >= segment.terms.size or segment.terms[at] != term:
+                    continue
+                wanted.append((k, position, int(segment.df[at]), at))
+                ranges.append((segment.id, int(segment.starts[at]), int(segment.starts[at + 1])))
+        datas = self._tables.read(ranges)
+        runs: list[list[tuple[I64Array, I64Array, I64Array]]] = [[] for _ in range(q.size)]
+        for (k, position, count, _), data in zip(wanted, datas, strict=True):
+            found = np.empty(count, dtype=np.int64)
+            tfs = np.empty(count, dtype=np.int64)
+            places = np.empty(count, dtype=np.int64)
+            kept = decode(np.frombuffer(data, dtype=np.uint8), count, self._maps[position],
+                          found, tfs, places, 0)  # fmt: skip
+            runs[k].append((found[:kept], tfs[:kept], places[:kept]))
+        return runs

@@ -1,12 +1,12 @@
 """Starting the background warmer of the search kernels, and knowing whether one runs.
-Standard library only: the crawl process imports this and never loads numba or numpy.
+No numba or numpy here: the crawl process imports this and never loads them.
 
 The first ``crawl rank`` after an install (or after numba, the source or the CPU changed)
 would compile the index's kernels before its first answer: seconds, against well under one
 for the answer itself. ``crawler.relevance.ranking`` asks ``search.kernels_cached``,
 answers from a scan of the blobs while they are not (``crawler.relevance.scan``), and
-``start_warming`` runs ``crawler.relevance.warmer`` in a detached, idle-priority process that
-compiles them and brings the database's index up to date; the run after it finds both. A
+``start_warming`` runs ``crawler.relevance.warmer`` in a detached process that compiles
+them at idle priority and brings the database's index up to date; the run after it finds both. A
 crawl's end starts one too (``index_after_crawl``) when it left pages to index. One warmer
 at a time per user (``only_warmer``, an ``flock``): two would compile the same code.
 """
@@ -21,7 +21,10 @@ import sqlite3
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
+
+from storage.sqlite.read import read_only_uri
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +34,7 @@ foreground, as before."""
 
 
 def start_warming(db: str | None) -> bool:
-    """Start a detached, idle-priority warmer (``crawler.relevance.warmer``) for ``db``; False when none was
+    """Start a detached warmer (``crawler.relevance.warmer``) for ``db``; False when none was
     started (``CRAWL_NO_BACKGROUND_WARM`` is set, or the process could not start)."""
     if os.environ.get(NO_WARM_ENV):
         return False
@@ -41,7 +44,7 @@ def start_warming(db: str | None) -> bool:
             actions = [(os.POSIX_SPAWN_DUP2, null.fileno(), fd) for fd in (0, 1, 2)]
             pid = os.posix_spawn(sys.executable, argv, dict(os.environ),
                                  file_actions=actions, setsid=True)  # fmt: skip
-    except OSError as exc:
+    except (OSError, AttributeError, NotImplementedError) as exc:  # no posix_spawn here
         log.info("could not start warming the search kernels: %s", exc)
         return False
     # reap it when it ends (a long-lived caller would otherwise keep a zombie)
@@ -56,7 +59,7 @@ def index_after_crawl(db: str) -> None:
     builds a large index at its end). Reads the log with the standard library only; never
     raises (the crawl is stored whatever happens here; ``crawl rank`` catches up anyway)."""
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
+        with contextlib.closing(sqlite3.connect(read_only_uri(db), uri=True)) as c:
             waiting = c.execute("SELECT count(*) FROM search_pending").fetchone()[0]
     except sqlite3.Error as exc:  # no index (yet), or busy: the next crawl rank sees to it
         log.debug("%s: search index log not read: %s", db, exc)
@@ -71,28 +74,38 @@ def _reap(pid: int) -> None:
 
 
 def _lock_path() -> str:
-    return os.path.join(tempfile.gettempdir(), f"crawl-search-warm-{os.getuid()}.lock")
+    """In the user's own runtime folder where there is one, not a shared /tmp."""
+    folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return os.path.join(folder, f"crawl-search-warm-{os.getuid()}.lock")
 
 
 def warming() -> bool:
     """Whether a warmer is running now (for this user)."""
-    with only_warmer() as alone:
+    with only_warmer(patience_s=0.0) as alone:
         return not alone
 
 
 @contextlib.contextmanager
-def only_warmer() -> Iterator[bool]:
+def only_warmer(patience_s: float = 0.5) -> Iterator[bool]:
+    """Yields whether this process holds the warmer's lock (False: another does). Tries for
+    ``patience_s``: a ``warming()`` probe holds it for an instant, and a warmer starting
+    just then must not take the probe for another warmer and quit."""
     try:
-        fd = os.open(_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:  # no writable temporary folder: no lock to take
+        fd = os.open(_lock_path(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:  # no writable folder (or a link planted there): no lock to take
         yield True
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.05)
         yield True
     finally:
         os.close(fd)

@@ -1,6 +1,6 @@
 """The background warmer: ``python -m crawler.relevance.warmer [DB]`` compiles every search
 kernel into numba's cache, then brings DB's search index up to date (``crawler.relevance.warm``
-starts it detached, at idle priority; see there for when). It compiles by building and querying the
+starts it detached; see there for when). It compiles by building and querying the
 index of a throwaway database: the very calls, argument types included, that a real one
 makes. One warmer at a time per user (``warm.only_warmer``); a second one exits at once.
 """
@@ -13,6 +13,8 @@ import os
 import sqlite3
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -55,36 +57,56 @@ def compile_kernels() -> None:
 
 
 def warm(db: str | None) -> bool:
-    """Compile the kernels, then bring ``db``'s index up to date; False if another warmer
-    holds the lock (it does the same)."""
+    """Compile the kernels (at idle priority), then bring ``db``'s index up to date (at
+    normal priority); False if another warmer holds the lock (it does the same)."""
     with only_warmer() as alone:
         if not alone:
             return False
         with quick_cache_loads():
             if not kernels_cached():
-                compile_kernels()
+                _at_idle_priority(compile_kernels)
             if db:
                 with contextlib.suppress(LookupError):
                     SearchIndex(db).close()
         return True
 
 
-def idle() -> None:
-    """Run only on CPU time nothing else wants (Linux's ``SCHED_IDLE``; elsewhere the lowest
-    nice): a crawl started next, by cron say, keeps its speed. A crawl that waits for the
-    database while this holds it frees the CPU it then runs on."""
+def _at_idle_priority(work: Callable[[], None]) -> None:
+    """Run ``work`` in a thread that gets only CPU time nothing else wants (Linux's
+    ``SCHED_IDLE``, which is per thread): a crawl started meanwhile, by cron say, keeps its
+    speed. Only the compile: the catch-up after it holds the database's write lock, and
+    starved at idle priority on a busy machine it would stall the crawl that waits for
+    that lock (a priority inversion; an unprivileged thread cannot leave ``SCHED_IDLE``)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        idle()
+        try:
+            work()
+        except BaseException as exc:  # re-raised in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="warm-compile")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
+def idle() -> bool:
+    """Put the calling thread on ``SCHED_IDLE``; False where there is none (it then runs at
+    normal priority: a process-wide nice would hold the catch-up back too)."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
-        with contextlib.suppress(OSError):
-            os.nice(19)
+        return False
+    return True
 
 
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         print("usage: python -m crawler.relevance.warmer [DB]", file=sys.stderr)
         return 2
-    idle()
     try:
         warm(argv[0] if argv else None)
     except Exception as exc:  # a background helper: report, never raise a traceback

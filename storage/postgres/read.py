@@ -31,7 +31,7 @@ _CHUNK = 500
 """Rows fetched from the cursor at a time."""
 
 
-class _Loop:
+class Loop:
     """A private event loop running in a daemon thread; ``call`` runs a coroutine there and
     waits for its result."""
 
@@ -41,7 +41,7 @@ class _Loop:
             target=self._loop.run_forever, name="postgres-read", daemon=True
         )
 
-    def __enter__(self) -> _Loop:
+    def __enter__(self) -> Loop:
         self._thread.start()
         return self
 
@@ -56,8 +56,9 @@ class _Loop:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
 
-def _numbered(where: str) -> str:
-    """``?`` placeholders (``ExportFilter.where``) as PostgreSQL's ``$1, $2 ...``."""
+def numbered(where: str) -> str:
+    """``?`` placeholders (``ExportFilter.where``, ``storage.dashboard``'s queries) as
+    PostgreSQL's ``$1, $2 ...``."""
     parts = where.split("?")
     out = [parts[0]]
     for number, part in enumerate(parts[1:], start=1):
@@ -65,7 +66,7 @@ def _numbered(where: str) -> str:
     return "".join(out)
 
 
-async def _connect(dsn: str) -> asyncpg.Connection:
+async def connect_reader(dsn: str) -> asyncpg.Connection:
     try:
         return await connect(
             dsn,
@@ -93,7 +94,7 @@ def _read(dsn: str, what: str, reader: Any) -> Any:
     """Connect, run ``reader(connection)`` (a coroutine function), close."""
 
     async def run() -> Any:
-        connection = await _connect(dsn)
+        connection = await connect_reader(dsn)
         try:
             return await reader(connection)
         except FAILURES.errors as exc:
@@ -101,7 +102,7 @@ def _read(dsn: str, what: str, reader: Any) -> Any:
         finally:
             await _close(connection)
 
-    with _Loop() as loop:
+    with Loop() as loop:
         return loop.call(run())
 
 
@@ -118,9 +119,9 @@ class PostgresReader:
         """Streamed from a server-side cursor (constant memory)."""
         dsn = self.dsn
         where, params = selection.where()
-        sql = f"SELECT {', '.join(columns)} FROM pages{_numbered(where)} ORDER BY id"
-        with _Loop() as loop:
-            connection = loop.call(_connect(dsn))
+        sql = f"SELECT {', '.join(columns)} FROM pages{numbered(where)} ORDER BY id"
+        with Loop() as loop:
+            connection = loop.call(connect_reader(dsn))
             try:
 
                 async def open_cursor() -> Any:

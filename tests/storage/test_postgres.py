@@ -13,7 +13,6 @@ import json
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,27 +41,13 @@ from tests.pg import (
     cli,
     count_pages,
     query,
-    reset_schema,
     scalar,
-    session_database,
     wait_for,
 )
 from tests.sites import max_concurrency
 
 STAMP = "2026-11-29T12:00:00+00:00"
 LATER = "2026-11-30T12:00:00+00:00"
-
-
-@pytest.fixture(scope="session")
-def pg_database() -> Iterator[str]:
-    with session_database() as dsn:
-        yield dsn
-
-
-@pytest.fixture
-def pg_dsn(pg_database: str) -> str:
-    reset_schema(pg_database)
-    return pg_database
 
 
 def run(coroutine: Any) -> Any:

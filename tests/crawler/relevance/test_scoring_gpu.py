@@ -71,13 +71,16 @@ print("gpu checks passed")
 """
 
 
-def run_checks(simulate: bool, script: str = CHECKS) -> subprocess.CompletedProcess[str]:
-    """``script`` in a fresh interpreter (warnings as errors), in the simulator or not."""
+def run_checks(
+    simulate: bool, script: str = CHECKS, args: tuple[str, ...] | list[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``script`` (with ``args``) in a fresh interpreter (warnings as errors), in the
+    simulator or not."""
     env = child_env(drop=("NUMBA_ENABLE_CUDASIM",))
     if simulate:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     return subprocess.run(
-        [sys.executable, "-W", "error", "-c", script],
+        [sys.executable, "-W", "error", "-c", script, *args],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -17,7 +17,7 @@ from crawler.relevance.scoring import Ranker, TokenBatch
 from crawler.relevance.search import SearchIndex
 from parsers.postings import build, decode, unpack_blobs
 from parsers.tokens import TokenCounts, decode_counts, encode_counts
-from storage.sqlite import search as tables
+from storage import segments
 from storage.sqlite.store import SQLiteStore
 
 VOCABULARY = 3000
@@ -66,13 +66,18 @@ def reference(path: Path, query: list[int], top: int) -> list[tuple[str, float]]
 def indexed(path: Path, query: list[int], top: int) -> list[tuple[str, float]]:
     index = SearchIndex(str(path))
     try:
-        page_ids, scores = index.rank(np.array(query, dtype=np.uint32), top)
-        known = index.pages(page_ids.tolist())
-        return [
-            (known[p][0], float(s)) for p, s in zip(page_ids.tolist(), scores.tolist(), strict=True)
-        ]
+        return ranked(index, query, top)
     finally:
         index.close()
+
+
+def ranked(index: SearchIndex, query: list[int], top: int) -> list[tuple[str, float]]:
+    """(url, score) of the ``top`` best pages of an open index."""
+    page_ids, scores = index.rank(np.array(query, dtype=np.uint32), top)
+    known = index.pages(page_ids.tolist())
+    return [
+        (known[p][0], float(s)) for p, s in zip(page_ids.tolist(), scores.tolist(), strict=True)
+    ]
 
 
 def assert_same(path: Path, queries: list[list[int]], top: int = 20) -> None:
@@ -128,13 +133,13 @@ def test_the_index_ranks_as_the_whole_corpus_and_follows_changes(tmp_path: Path)
         assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] > 100
     assert_same(path, queries)
     # many small catch-ups: merged into one segment past the limit
-    for round_ in range(tables.MAX_SEGMENTS + 2):
+    for round_ in range(segments.MAX_SEGMENTS + 2):
         put(path, {700 + round_: random_counts(rng, 40), round_ * 11: random_counts(rng, 70)})
         assert_same(path, queries[:2])
     with sqlite3.connect(path) as conn:
         assert (
             conn.execute("SELECT count(*) FROM search_segments").fetchone()[0]
-            <= tables.MAX_SEGMENTS
+            <= segments.MAX_SEGMENTS
         )
 
 
@@ -153,7 +158,7 @@ def test_an_older_database_gets_its_index_built_once(tmp_path: Path) -> None:
     assert index.device == "cpu (inverted index)" and index.pages == 200
     assert_same(path, queries_of(rng))
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 3
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 4
 
 
 def test_a_read_only_index_that_is_behind_ranks_from_the_blobs(tmp_path: Path) -> None:
@@ -175,8 +180,8 @@ def test_a_read_only_index_that_is_behind_ranks_from_the_blobs(tmp_path: Path) -
 def test_a_large_catch_up_builds_segments_in_parallel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tables, "PARALLEL_PAGES", 100)
-    monkeypatch.setattr(tables.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(segments, "PARALLEL_PAGES", 100)
+    monkeypatch.setattr(segments.os, "cpu_count", lambda: 3)
     rng = np.random.default_rng(9)
     path = tmp_path / "p.db"
     make_db(path)
@@ -188,6 +193,31 @@ def test_a_large_catch_up_builds_segments_in_parallel(
     put(path, {n: None for n in range(0, 400, 9)})  # removed: named by a newer segment
     put(path, {n: random_counts(rng, 30) for n in range(1, 400, 9)})
     assert_same(path, queries)
+
+
+def test_a_corpus_past_the_segment_size_keeps_more_segments_before_merging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segments, "SEGMENT_PAGES", 40)  # as 2 million: PostgreSQL's 1 GB
+    rng = np.random.default_rng(13)
+    path = tmp_path / "big.db"
+    make_db(path)
+    put(path, {n: random_counts(rng, 50) for n in range(200)})
+    queries = queries_of(rng)
+    assert_same(path, queries)
+
+    def count() -> int:
+        with sqlite3.connect(path) as conn:
+            return int(conn.execute("SELECT count(*) FROM search_segments").fetchone()[0])
+
+    assert count() == 5  # none over the size
+    for round_ in range(segments.MAX_SEGMENTS):  # small catch-ups: a segment each
+        put(path, {round_ * 3: random_counts(rng, 20)})
+        assert_same(path, queries[:2])
+    assert count() == 5 + segments.MAX_SEGMENTS  # under MAX_SEGMENTS + 200 // 40: no merge
+    put(path, {1: random_counts(rng, 20)})
+    assert_same(path, queries)
+    assert count() == 5  # merged: every live page anew, in parts of the size
 
 
 def test_postings_of_huge_counts_and_many_terms() -> None:
