@@ -133,6 +133,20 @@ class RunSummary:
     pages_unchanged: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RunSample:
+    """A running crawl's progress at one moment (``run_samples``: ``crawl serve`` charts it)."""
+
+    at: float
+    """Unix time."""
+    elapsed_s: float
+    done: int
+    failed: int
+    queued: int
+    in_flight: int
+    bytes: int
+
+
 class Store(Protocol):
     """Persistence for one crawl. Opened with ``open()`` and closed with ``close()``.
 
@@ -185,6 +199,10 @@ class Store(Protocol):
     ) -> None:
         """In one transaction: new URLs queued, pages stored with their URL's new state and
         schedule, and skip decisions."""
+        ...
+
+    async def add_sample(self, run_id: int, sample: RunSample) -> None:
+        """Record the run's progress at one moment (``run_samples``)."""
         ...
 
     async def get_robots(self, origin: str) -> RobotsRecord | None: ...

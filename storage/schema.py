@@ -199,6 +199,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         INSERT INTO search_pending (page_id) SELECT id FROM pages WHERE tokens IS NOT NULL;
         """,
     ),
+    Migration(
+        4,
+        "run samples",
+        """
+        -- A running crawl's progress, sampled every few seconds (crawler.engine.sampler):
+        -- what crawl serve charts as pages/s and errors/s over a run's time.
+        CREATE TABLE run_samples (
+            run_id        INTEGER NOT NULL REFERENCES runs(id),
+            at            REAL NOT NULL,             -- unix time of the sample
+            elapsed_s     REAL NOT NULL,             -- seconds since the run started
+            done          INTEGER NOT NULL,          -- pages fetched (ok, failed, unchanged)
+            failed        INTEGER NOT NULL,          -- of which no response, or 4xx/5xx
+            queued        INTEGER NOT NULL,          -- URLs waiting in the frontier
+            in_flight     INTEGER NOT NULL,          -- requests under way
+            bytes         INTEGER NOT NULL,          -- body bytes downloaded
+            PRIMARY KEY (run_id, elapsed_s)
+        );
+        """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

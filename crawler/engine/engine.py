@@ -7,8 +7,8 @@ pool, the report) and its tasks, all in one ``asyncio.TaskGroup``:
 - a job task runs its job: robots.txt or a sitemap (``Discovery``), or a page (``Pages``,
   whose request goes through ``Requests``), and puts the page's record on the writer's queue;
 - the writer (``Writer``) saves records in batches; the window (``Window``) refills the
-  frontier from the store; the ticker reports progress; the heartbeat keeps a shared
-  frontier's leases.
+  frontier from the store; the ticker reports progress, the sampler stores it (``Sampler``),
+  the heartbeat keeps a shared frontier's leases.
 Each of those components owns its part (see their modules); this one wires them to each other.
 Backpressure: at most ``concurrency`` fetches and ``4 * concurrency`` pages between fetch
 and store.
@@ -39,6 +39,7 @@ from crawler.engine.discovery import Discovery
 from crawler.engine.pages import Pages
 from crawler.engine.records import utc_now
 from crawler.engine.requests import Requests
+from crawler.engine.sampler import Sampler
 from crawler.engine.window import WINDOW, Window
 from crawler.engine.writer import Writer
 from crawler.errors import ConfigError, StorageError
@@ -198,6 +199,9 @@ class Engine:
             parse_busy=self._pool.busy if self._pool is not None else 0,
         )
 
+    def _sampler(self, run_id: int) -> Sampler:
+        return Sampler(self._store, run_id, self.progress, lambda: self._window.backlog)
+
     @staticmethod
     def normalize_seeds(seeds: Iterable[str]) -> list[str]:
         """``seeds`` normalised, each once, in order; ``ConfigError`` names a bad one, or
@@ -214,7 +218,7 @@ class Engine:
         lock = RunLock(self.settings.db) if exclusive else contextlib.nullcontext()
         with lock:
             report = await self._run_locked()
-            if exclusive:  # still under the lock: the next run finds the index current
+            if exclusive:  # a detached warmer indexes what this run stored (see there)
                 await asyncio.to_thread(index_after_crawl, self.settings.db)
             return report
 
@@ -272,13 +276,14 @@ class Engine:
                     self._tasks = tasks
                     writer = tasks.create_task(self._writer.run())
                     ticker = tasks.create_task(self._tick()) if self._on_progress else None
+                    sampler = tasks.create_task(self._sampler(run_id).run())
                     beat = None
                     if self._window.shared:
                         beat = tasks.create_task(self._window.heartbeat(run_id, settings.lease_ttl))
                     await self._dispatch(tasks)
                     await self._writer.close()
                     await writer
-                    for task in (ticker, beat):
+                    for task in (ticker, beat, sampler):
                         if task is not None:
                             task.cancel()
             finally:
@@ -444,6 +449,7 @@ class Engine:
             report.pages_unchanged,
         )  # fmt: skip
         try:
+            await self._sampler(run_id).record()  # the final numbers
             await self._store.finish_run(run_id, summary, report.ended_at)
         except StoreError as exc:
             log.error("%s", exc)

@@ -214,6 +214,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         INSERT INTO search_pending (page_id) SELECT id FROM pages WHERE tokens IS NOT NULL;
         """,
     ),
+    Migration(
+        4,
+        "run samples",
+        """
+        -- A running crawl's progress every few seconds (as SQLite's; storage.schema)
+        CREATE TABLE run_samples (
+            run_id        BIGINT NOT NULL REFERENCES runs(id),
+            at            DOUBLE PRECISION NOT NULL,
+            elapsed_s     DOUBLE PRECISION NOT NULL,
+            done          BIGINT NOT NULL,
+            failed        BIGINT NOT NULL,
+            queued        BIGINT NOT NULL,
+            in_flight     BIGINT NOT NULL,
+            bytes         BIGINT NOT NULL,
+            PRIMARY KEY (run_id, elapsed_s)
+        );
+        """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

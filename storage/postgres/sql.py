@@ -266,3 +266,10 @@ def page_arrays(records: list[PageRecord]) -> list[list[object]]:
         [r.headers for r in records],
         [r.extract for r in records],
     ]
+
+
+ADD_SAMPLE = (
+    "INSERT INTO run_samples (run_id, at, elapsed_s, done, failed, queued, in_flight, bytes) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id, elapsed_s) DO NOTHING"
+)
+"""A progress sample (``run_samples``)."""

@@ -38,6 +38,7 @@ from storage.base import (
     PageRecord,
     QueuedUrl,
     RobotsRecord,
+    RunSample,
     RunSummary,
     SkipRecord,
     StoreError,
@@ -211,6 +212,14 @@ class PostgresStore:
             )
 
         await self._transaction("record the end of the run", body)
+
+    async def add_sample(self, run_id: int, sample: RunSample) -> None:
+        async def body(connection: asyncpg.Connection) -> None:
+            await connection.execute(sql.ADD_SAMPLE, run_id, sample.at, sample.elapsed_s,
+                                     sample.done, sample.failed, sample.queued, sample.in_flight,
+                                     sample.bytes)  # fmt: skip
+
+        await self._transaction("record a progress sample", body)
 
     async def heartbeat(self, run_id: int, now: float) -> None:
         """Renew the run's liveness and its host leases."""

@@ -202,3 +202,10 @@ def fetched_url_row(record: PageRecord, run_id: int) -> tuple[object, ...]:
         record.fetched_at,
         run_id,
     )
+
+
+ADD_SAMPLE = (
+    "INSERT INTO run_samples (run_id, at, elapsed_s, done, failed, queued, in_flight, bytes) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, elapsed_s) DO NOTHING"
+)
+"""A progress sample (``run_samples``)."""

@@ -24,6 +24,7 @@ from storage.base import (
     PageRecord,
     QueuedUrl,
     RobotsRecord,
+    RunSample,
     RunSummary,
     SkipRecord,
     StoreError,
@@ -31,6 +32,7 @@ from storage.base import (
 )
 from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
 from storage.sqlite.sql import (
+    ADD_SAMPLE,
     CLAIM,
     FETCHED_URL,
     NEW_URL,
@@ -302,6 +304,11 @@ class SQLiteStore:
                 *SKIPPED_URL.statements(skipped),
             ],
         )
+
+    async def add_sample(self, run_id: int, sample: RunSample) -> None:
+        row = (run_id, sample.at, sample.elapsed_s, sample.done, sample.failed, sample.queued,
+               sample.in_flight, sample.bytes)  # fmt: skip
+        await self._transaction("record a progress sample", [(ADD_SAMPLE, [row])])
 
     async def get_robots(self, origin: str) -> RobotsRecord | None:
         async with self._lock:

@@ -99,7 +99,7 @@ def test_migrations_apply_once_even_when_processes_start_together(pg_dsn: str) -
     run(scenario())
     versions = query(pg_dsn, "SELECT version, name FROM schema_migrations ORDER BY version")
     assert versions == [(m.version, m.name) for m in MIGRATIONS]
-    assert LATEST_VERSION == 3
+    assert LATEST_VERSION == 4
     tables = {
         r[0] for r in query(pg_dsn, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     }
@@ -566,7 +566,7 @@ def test_read_side_streams_filters_and_summarises(pg_dsn: str) -> None:
     assert tokens[2] == ("http://a.test/0002", "title of http://a.test/0002", b"\x02" * 3)
     stats = read_stats(pg_dsn, time.time())
     assert stats["pages"] == 1200 and stats["urls"] == {"done": 1200}
-    assert stats["schema_version"] == 3 and stats["duplicates"] == 1 and stats["runs"] == 1
+    assert stats["schema_version"] == 4 and stats["duplicates"] == 1 and stats["runs"] == 1
     assert stats["by_status"] == {"200": 1200} and stats["hosts"] == 1
     assert set(stats) == {"db", "size_bytes", "schema_version", "urls", "due", "next_due",
                           "pages", "pages_with_text", "duplicates", "changed", "by_status",
