@@ -22,6 +22,7 @@ COMMANDS = {
     "export": "Write one record per stored page of DB as JSON lines, CSV or WARC.",
     "rank": "Rank the stored pages of DB by BM25 relevance to --query.",
     "runs": "Print the run history of DB: start, end, status, pages, why it stopped.",
+    "serve": "Serve a read-only dashboard and search of DB in the browser.",
     "stats": "Summarise DB: URLs by state, pages by status, what is due, hosts, runs.",
 }
 """Each command, by the module ``crawler.cli.<name>`` that defines ``command``, and its line

@@ -5,7 +5,7 @@ Modules: ``store`` (the connection and its transactions), ``sql`` (the statement
 written with), ``read`` (the read side). The schema is ``storage.schema``'s reference one.
 """
 
-from storage.sqlite.read import SQLiteReader, connect_readonly
+from storage.sqlite.read import SQLiteReader, connect_readonly, read_only_uri
 from storage.sqlite.store import SQLiteStore
 
-__all__ = ["SQLiteReader", "SQLiteStore", "connect_readonly"]
+__all__ = ["SQLiteReader", "SQLiteStore", "connect_readonly", "read_only_uri"]

@@ -11,6 +11,7 @@ in chunks, and stored bodies read one at a time.
 from __future__ import annotations
 
 import os
+import pathlib
 import sqlite3
 from collections.abc import Generator
 from datetime import UTC, datetime
@@ -22,6 +23,12 @@ _CHUNK = 500
 _STORED = f"SELECT {', '.join(STORED_COLUMNS)} FROM pages WHERE id = ?"
 
 
+def read_only_uri(path: str) -> str:
+    """The ``mode=ro`` URI of the file at ``path``, percent-encoded: a path with ``?``,
+    ``#`` or ``%`` in it would otherwise name another file (and create it)."""
+    return pathlib.Path(path).absolute().as_uri() + "?mode=ro"
+
+
 def connect_readonly(path: str) -> sqlite3.Connection:
     """A read-only connection to the crawl database at ``path``; ``StoreError`` if there is
     no such file or it is not a crawl database."""
@@ -29,7 +36,7 @@ def connect_readonly(path: str) -> sqlite3.Connection:
         raise StoreError(f"{path}: no such database")
     connection: sqlite3.Connection | None = None
     try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        connection = sqlite3.connect(read_only_uri(path), uri=True)
         connection.execute("SELECT 1 FROM pages LIMIT 1")
     except sqlite3.Error as exc:
         if connection is not None:

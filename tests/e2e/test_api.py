@@ -19,6 +19,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,13 @@ def test_public_methods_and_properties_have_docstrings() -> None:
 
 def test_the_package_is_typed() -> None:
     assert (ROOT / "crawler" / "py.typed").is_file()
-    assert 'crawler = ["py.typed"]' in (ROOT / "pyproject.toml").read_text()
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
+    for package in ("crawler", "parsers", "storage"):
+        assert "py.typed" in package_data[package]
+    # crawl serve's CSS and icon ship in the wheel: the page works offline.
+    assert "serve/static/*" in package_data["crawler"]
     assert crawler.crawl.__annotations__["return"] == "CrawlReport"
     assert inspect.iscoroutinefunction(crawler.crawl)
     assert not inspect.iscoroutinefunction(crawler.run)
