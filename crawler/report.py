@@ -65,6 +65,14 @@ class CrawlReport:
     queued_left: int
     pages_unchanged: int = 0
     """Recrawled pages found unchanged (304 or the same body): not stored again."""
+    harvest: tuple[tuple[int, ...], ...] = ()
+    """With a query: the scored pages of each quarter of the run (in the order they came)
+    by relevance band, ``parsers.priority.BAND_NAMES`` order (none, low, mid, high)."""
+
+    @property
+    def harvest_json(self) -> str | None:
+        """``harvest`` as JSON (``runs.harvest``), ``None`` without a query."""
+        return json.dumps(self.harvest) if self.harvest else None
 
     @property
     def pages(self) -> int:
@@ -89,6 +97,13 @@ class RunCounters:
     by_status: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
+    scored: bytearray = field(default_factory=bytearray)
+    """With a query: each scored page's relevance band (``parsers.priority.band``), in the
+    order the pages came (a byte a page)."""
+
+    def harvest(self) -> tuple[tuple[int, ...], ...]:
+        """``CrawlReport.harvest`` of the pages scored so far."""
+        return harvest_quarters(self.scored)
 
     def count_page(
         self,
@@ -115,6 +130,43 @@ class RunCounters:
     @property
     def done(self) -> int:
         return self.pages_ok + self.pages_failed + self.pages_unchanged
+
+
+BAND_NAMES = ("none", "low", "mid", "high")
+"""A page's relevance band (``parsers.priority.page_relevance``, in [0, 1)) for a focused
+crawl's harvest shape: no query word; below ``BAND_CUTS[0]``; below ``BAND_CUTS[1]``; above."""
+BAND_CUTS = (0.1, 0.25)
+
+
+def band(relevance: float) -> int:
+    """The index in ``BAND_NAMES`` of a page of ``relevance``."""
+    if relevance <= 0.0:
+        return 0
+    return 1 if relevance < BAND_CUTS[0] else 2 if relevance < BAND_CUTS[1] else 3
+
+
+def harvest_quarters(bands: bytes | bytearray) -> tuple[tuple[int, ...], ...]:
+    """Pages by relevance band (``parsers.priority.BAND_NAMES``) in each quarter of
+    ``bands`` (the pages in the order they came); ``()`` for none. A focused crawl that
+    keeps its focus has as many high pages in its last quarter as in its first."""
+    if not bands:
+        return ()
+    edges = [round(len(bands) * k / 4) for k in range(5)]
+    return tuple(
+        tuple(bands.count(b, edges[k], edges[k + 1]) for b in range(len(BAND_NAMES)))
+        for k in range(4)
+    )
+
+
+def harvest_text(harvest: tuple[tuple[int, ...], ...] | list[list[int]]) -> str:
+    """``harvest`` in a line: ``high 70 72 75 73, mid 3 2 1 2, ...`` (bands without pages left
+    out), quarters of the run left to right."""
+    parts = []
+    for index in reversed(range(len(BAND_NAMES))):
+        counts = [quarter[index] for quarter in harvest]
+        if any(counts):
+            parts.append(f"{BAND_NAMES[index]} {' '.join(map(str, counts))}")
+    return ", ".join(parts)
 
 
 ProgressCallback = Callable[[Progress], None]

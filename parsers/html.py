@@ -28,6 +28,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from parsers.encodings import ASCII_COMPATIBLE, bom_encoding, decode, from_python, get_encoding
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
+from parsers.priority import REOFFER_MIN, link_evidence, page_relevance
 
 _INVISIBLE_SELECTOR = "script, style, noscript, template"
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
@@ -145,8 +146,6 @@ def _links(
     base: str,
     max_links: int,
     terms: frozenset[str] = frozenset(),
-    offered: dict[int, int] | None = None,
-    depth: int = 0,
     invisible: list[LexborNode] | None = None,
     resolve: Callable[[Resolver, list[str]], list[str | None]] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
@@ -154,9 +153,8 @@ def _links(
 
     One selector pass over the tree; one attribute dict per node (each ``attributes`` call
     builds a new dict); the hrefs resolved together (``parsers.hrefs.resolve_all``).
-    ``terms``: query words to count in the anchor text of links at ``depth`` (reading anchor
-    text is the costly part: only new links need it); with ``offered`` (``hash(url)`` -> the
-    smallest depth this worker offered it at), only of those not offered at ``depth`` or less.
+    ``terms``: query words to count in the anchor text of every link (a link offered before
+    may rank higher on this page: ``ranked_new_links``).
     ``invisible``: if given, the same pass appends the script, style, noscript and template
     elements to it, in document order (for ``_remove``). ``resolve``: how the hrefs are
     resolved, ``resolve_all`` (numba) unless given.
@@ -197,7 +195,7 @@ def _links(
         hits = {}
         any_term = _any_term(terms)
         for node, url in zip(nodes, urls, strict=True):
-            if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
+            if url is None:
                 continue
             text = node.text().lower()
             if any_term(text) is None:
@@ -311,10 +309,10 @@ def _kernels() -> tuple[Callable[[Resolver, list[str]], list[str | None]], Calla
     return resolve_all, page_terms
 
 
-def parse_page(job: ParseJob, offered: dict[int, int] | None = None) -> Page:
-    """Parse one HTML response into a ``Page``. ``offered``: see ``_links``."""
+def parse_page(job: ParseJob) -> Page:
+    """Parse one HTML response into a ``Page``."""
     resolve_all, page_terms = _kernels()
-    page = parse_document(job, offered, resolve_all)
+    page = parse_document(job, resolve_all)
     utf8 = page.text.encode("utf-8", "surrogatepass")  # parsers.terms.utf8
     page.text_encoded = (page.text, utf8)
     terms = page_terms(page.text, job.query_ids, utf8=utf8)
@@ -325,7 +323,6 @@ def parse_page(job: ParseJob, offered: dict[int, int] | None = None) -> Page:
 
 def parse_document(
     job: ParseJob,
-    offered: dict[int, int] | None = None,
     resolve: Callable[[Resolver, list[str]], list[str | None]] | None = None,
 ) -> Page:
     """``parse_page`` but for the terms of the text (``tokens``, ``simhash``,
@@ -346,9 +343,8 @@ def parse_document(
         lang = (html.attributes.get("lang") or "").strip() or None
     invisible: list[LexborNode] = []
     links, nofollow_links, anchor_hits = _links(
-        tree, base, job.max_links, frozenset(job.query_terms), offered, job.depth + 1, invisible,
-        resolve,
-    )  # fmt: skip
+        tree, base, job.max_links, frozenset(job.query_terms), invisible, resolve
+    )
     _remove(invisible)
     text = visible_text(tree)
     if noindex:
@@ -405,6 +401,33 @@ def new_links(page: Page, depth: int, offered: dict[int, int]) -> tuple[str, ...
     return tuple(fresh)
 
 
+def ranked_new_links(
+    page: Page, depth: int, offered: dict[int, int], query_words: int
+) -> tuple[str, ...]:
+    """``new_links`` for a crawl with a query: also the links offered before where this
+    page's evidence for them (``parsers.priority.link_evidence`` of its relevance and the
+    link's anchor text) reaches ``REOFFER_MIN``: the frontier adds it to their priority.
+    ``page.anchor_hits`` is cut down to the links offered. Needs the anchor hits of every
+    link (``_links`` reads them all with a query) and the page's ``query_tf``."""
+    if len(offered) >= _OFFERED_MAX:
+        offered.clear()
+    relevance = page_relevance(page.query_tf, page.token_length)
+    hits = page.anchor_hits or {}
+    every = relevance >= REOFFER_MIN
+    fresh = []
+    for url in page.followable:
+        key = hash(url)
+        previous = offered.get(key)
+        if previous is None or depth < previous:
+            offered[key] = depth
+        elif not every and link_evidence(relevance, hits.get(url, 0), query_words) < REOFFER_MIN:
+            continue
+        fresh.append(url)
+    if hits:
+        page.anchor_hits = {url: hits[url] for url in fresh if url in hits} or None
+    return tuple(fresh)
+
+
 def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     """Parse a batch in a worker: one pool task for many pages amortises the IPC round trip.
 
@@ -415,13 +438,16 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     results: list[Page | ParseFailure] = []
     for job in jobs:
         try:
-            page = parse_page(job, _offered if job.query_terms else None)
+            page = parse_page(job)
         except Exception as exc:  # any parser bug is confined to its page and reported
             results.append(ParseFailure(job.url, f"{type(exc).__name__}: {exc}"))
             continue
         # ``links`` and ``nofollow_links`` stay here: the crawl reads ``links_json`` and
         # ``follow``, and 50-odd URL strings a page cost pickling here and unpickling there.
-        follow = new_links(page, job.depth + 1, _offered)
+        if job.query_terms:
+            follow = ranked_new_links(page, job.depth + 1, _offered, len(job.query_terms))
+        else:
+            follow = new_links(page, job.depth + 1, _offered)
         page.follow, page.links, page.nofollow_links = follow, (), ()
         results.append(page)
     return results

@@ -131,6 +131,8 @@ class RunSummary:
     pages_failed: int
     bytes: int
     pages_unchanged: int = 0
+    harvest: str | None = None
+    """JSON: with a query, the scored pages of each quarter of the run by relevance band."""
 
 
 @dataclass(frozen=True, slots=True)

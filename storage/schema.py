@@ -201,8 +201,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         4,
-        "run samples",
+        "run samples and harvest",
         """
+        -- With a query: the run's scored pages by relevance band, per quarter (JSON)
+        ALTER TABLE runs ADD COLUMN harvest TEXT;
         -- A running crawl's progress, sampled every few seconds (crawler.engine.sampler):
         -- what crawl serve charts as pages/s and errors/s over a run's time.
         CREATE TABLE run_samples (

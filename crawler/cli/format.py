@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crawler.report import CrawlReport
+from crawler.report import CrawlReport, harvest_text
 
 
 def stats_lines(stats: dict[str, Any]) -> list[str]:
@@ -48,4 +48,6 @@ def report_lines(report: CrawlReport) -> list[str]:
         )
     if report.queued_left:
         lines.append(f"left in the queue: {report.queued_left}")
+    if report.harvest:
+        lines.append(f"relevance by quarter of the run: {harvest_text(report.harvest)}")
     return lines

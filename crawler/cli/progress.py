@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from crawler.cli.format import report_lines
-from crawler.report import CrawlReport, Progress
+from crawler.report import CrawlReport, Progress, harvest_text
 
 log = logging.getLogger("crawler.cli.progress")
 
@@ -103,6 +103,8 @@ class ProgressView:
             table.add_row(f"  error {reason}", str(count))
         for reason, count in sorted(report.skipped.items()):
             table.add_row(f"  skipped ({reason})", str(count))
+        if report.harvest:
+            table.add_row("relevance by quarter", harvest_text(report.harvest))
         table.add_row("bytes", f"{report.bytes / 1e6:.1f} MB")
         table.add_row("elapsed", f"{report.elapsed_s:.1f} s")
         table.add_row("pages/s", f"{report.pages_per_s:.0f}")

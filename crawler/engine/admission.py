@@ -27,12 +27,11 @@ from crawler.policy.scope import Scope
 from crawler.policy.traps import TemplateBudget, TrapLimits, strip_session_ids, trap_reason
 from crawler.report import RunCounters
 from parsers.links import normalize_url, strip_userinfo, url_origin
+from parsers.priority import link_evidence
 from storage.base import SkipRecord
 
 log = logging.getLogger(__name__)
 
-ANCHOR_BONUS = 2.0
-"""Priority added per query word in a link's anchor text (BM25 scores are ~0-20)."""
 FOLLOW_STEP = 1000
 """Sitemap URLs are queued in steps of this many, with the event loop's work between."""
 HOP_PRIORITY = 1e9
@@ -117,18 +116,25 @@ class Admission:
         self,
         links: tuple[str, ...],
         depth: int,
-        score: float | None = None,
+        relevance: float | None = None,
         anchor_hits: dict[str, int] | None = None,
         closed: bool = False,
+        *,
+        query_words: int = 0,
     ) -> None:
-        """Offer links to the frontier. With a query, a link's priority is the linking page's
-        score plus a bonus per query word in its anchor text (best-first crawling).
-        ``closed``: the linking page's template was closed by the template budget: its
-        links are not followed (skipped as ``url-template``, but not marked seen)."""
+        """Offer links to the frontier. With a query (``relevance``, the linking page's
+        ``parsers.priority.page_relevance``; ``query_words``, the query's), each link
+        brings ``link_evidence`` of the page and of the query words in its anchor text
+        (``anchor_hits``): a new URL is queued at it, one still queued in memory has it
+        added to its priority (best-first crawling, by relevance-weighted backlinks). ``closed``: the linking page's template was closed by
+        the template budget: its links are not followed (skipped as ``url-template``, but
+        not marked seen)."""
         if self._max_depth is not None and depth > self._max_depth:
             return
+        if relevance is not None and not closed:
+            self._follow_ranked(links, depth, relevance, anchor_hits or {}, query_words)
+            return
         frontier, now = self._frontier, time.monotonic()
-        base_priority = score or 0.0
         added = False
         for url in frontier.unseen(links):
             if "?" in url or ";" in url or "@" in url:
@@ -142,12 +148,39 @@ class Admission:
             if reason is None and "?" in url and self._templates is not None:
                 reason = self._templates.admit(url)
             if reason is None:
-                priority = base_priority
-                if anchor_hits:
-                    priority += ANCHOR_BONUS * anchor_hits.get(url, 0)
-                added |= self._window.enqueue(url, depth, now, priority)
+                added |= self._window.enqueue(url, depth, now)
             else:
                 frontier.mark_seen(url)  # refused now means refused for this run
+                self.skip(url, depth, reason)
+        if added:
+            self._wake()
+
+    def _follow_ranked(
+        self,
+        links: tuple[str, ...],
+        depth: int,
+        relevance: float,
+        anchor_hits: dict[str, int],
+        query_words: int,
+    ) -> None:
+        """``follow`` with a query: new links queued at their evidence, known ones still
+        queued in memory raised by it."""
+        frontier, now = self._frontier, time.monotonic()
+        added = False
+        for url in links:
+            evidence = link_evidence(relevance, anchor_hits.get(url, 0), query_words)
+            if "?" in url or ";" in url or "@" in url:
+                url = strip_session_ids(strip_userinfo(url))
+            if frontier.seen(url):
+                added |= frontier.raise_priority(url, evidence, now)
+                continue
+            reason = self.admit(url)
+            if reason is None and "?" in url and self._templates is not None:
+                reason = self._templates.admit(url)
+            if reason is None:
+                added |= self._window.enqueue(url, depth, now, evidence)
+            else:
+                frontier.mark_seen(url)
                 self.skip(url, depth, reason)
         if added:
             self._wake()

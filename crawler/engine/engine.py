@@ -36,6 +36,7 @@ from dataclasses import asdict
 
 from crawler.engine.admission import Admission
 from crawler.engine.discovery import Discovery
+from crawler.engine.hold import Hold
 from crawler.engine.pages import Pages
 from crawler.engine.records import utc_now
 from crawler.engine.requests import Requests
@@ -43,6 +44,7 @@ from crawler.engine.sampler import Sampler
 from crawler.engine.window import WINDOW, Window
 from crawler.engine.writer import Writer
 from crawler.errors import ConfigError, StorageError
+from crawler.frontier.best_first import BestFirstFrontier
 from crawler.frontier.hosts import PAGE, ROBOTS, SITEMAP, FetchJob, Frontier
 from crawler.hooks import Hooks
 from crawler.lock import RunLock
@@ -68,9 +70,8 @@ from storage.factory import is_postgres, make_store, redact_dsn
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 5.0
-"""After a stop (signal, --max-time), requests still running after this are cancelled;
-their URLs stay queued in the store for the next run. A ``--max-time`` stop waits a tenth of
-the budget, between 1 s and this: a 3 s budget is not stretched to 8 s by a silent server."""
+"""After a stop (signal, --max-time), requests still running after this are cancelled (their
+URLs stay queued); a ``--max-time`` stop waits a tenth of the budget, from 1 s up to this."""
 
 
 class Engine:
@@ -97,9 +98,8 @@ class Engine:
                 '`if __name__ == "__main__":` (the parse workers import this script to find '
                 "its extract hook, and would run the crawl again)"
             )
-        # The parse workers' fork server preloads (numba, lexbor) on another core while
-        # this process loads the query's numba, opens the store and reads the known URLs
-        # (seconds for a big resumed frontier): in parallel, not one after the other.
+        # The parse workers' fork server preloads (numba, lexbor) on another core while this
+        # process opens the store and reads the known URLs: in parallel, not in turn.
         prestart(main=self._main)
         self.seeds, self._credentials = split_credentials(seeds)
         """Seeds without userinfo (what is stored, logged, exported); the userinfo kept here
@@ -112,7 +112,7 @@ class Engine:
         )
         self._on_progress = on_progress
         self._progress_interval_s = progress_interval_s
-        self.frontier = Frontier(
+        self.frontier = (BestFirstFrontier if settings.query else Frontier)(
             per_host=settings.per_host,
             delay_s=settings.delay,
             max_delay_s=settings.max_delay,
@@ -147,9 +147,8 @@ class Engine:
         self._writer = Writer(
             self._store, self.counters, self._window.take, self._admission.take_skips
         )
-        self._focus: Focus | None = None
-        if settings.query:
-            self._focus = Focus(settings.query, settings.device)
+        self._focus = Focus(settings.query, settings.device) if settings.query else None
+        self._hold = Hold(self.frontier)
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._pipeline = asyncio.Semaphore(settings.concurrency * 4)
         self._tasks: asyncio.TaskGroup | None = None
@@ -176,8 +175,7 @@ class Engine:
                 asyncio.get_running_loop().call_later(grace_s, self._cancel_jobs)
 
     def _cancel_jobs(self) -> None:
-        """Cancel the jobs still running after a stop's grace period (their URLs stay
-        queued in the store)."""
+        """Cancel the jobs still running after a stop's grace period (they stay queued)."""
         if self._jobs:
             log.warning("cancelling %d requests still in flight; they stay queued", len(self._jobs))
         for task in self._jobs:
@@ -328,6 +326,7 @@ class Engine:
             frontier=self.frontier,
             templates=self._templates,
             focus=self._focus,
+            counters=self.counters,
             parse_here=self.hooks.extract is None and _usable_cpus() > 1,
         )
         self._discovery = Discovery(
@@ -357,6 +356,7 @@ class Engine:
                 self._pipeline.release()
                 return
             self._unfinished += 1
+            self._hold.started(job)
             task = tasks.create_task(self._run_job(job))
             self._jobs.add(task)
             task.add_done_callback(self._jobs.discard)
@@ -371,7 +371,7 @@ class Engine:
                 assert self._tasks is not None
                 window.maybe_refill(self._tasks, self._run_id, self._writer.save,
                                     self._idle, self._stopping)  # fmt: skip
-                item = self.frontier.next(time.monotonic())
+                item = self._hold.next(time.monotonic())
                 self._admission.skip_refused()
                 if isinstance(item, FetchJob):
                     if item.kind == PAGE and item.attempt == 0:
@@ -411,6 +411,7 @@ class Engine:
                     await self.hooks.on_page(CrawledPage.from_record(record))
                 await self._writer.put(record)
         finally:
+            self._hold.finished(job)
             self._pipeline.release()
             self._unfinished -= 1
             self._wake.set()
@@ -441,13 +442,12 @@ class Engine:
             skipped=dict(counters.skipped),
             queued_left=self.frontier.queued + self._window.backlog,
             pages_unchanged=counters.pages_unchanged,
+            harvest=counters.harvest(),
         )
 
     async def _finish(self, run_id: int, report: CrawlReport) -> None:
-        summary = RunSummary(
-            report.status, report.reason, report.pages_ok, report.pages_failed, report.bytes,
-            report.pages_unchanged,
-        )  # fmt: skip
+        summary = RunSummary(report.status, report.reason, report.pages_ok, report.pages_failed,
+                             report.bytes, report.pages_unchanged, report.harvest_json)  # fmt: skip
         try:
             await self._sampler(run_id).record()  # the final numbers
             await self._store.finish_run(run_id, summary, report.ended_at)

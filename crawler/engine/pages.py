@@ -6,9 +6,13 @@ up, for pages cheap to parse here), then exact duplicates and canonicals, near-d
 the template budget's verdict, the query's score, its links offered to the admission, and
 what the store keeps for its next visit (validators, recrawl interval, the raw exchange).
 
+With a query, each link adds ``parsers.priority.link_evidence`` of the page's relevance and
+the link's anchor text to its target's priority (``Admission.follow``).
+
 Invariants: a page announced to the template budget (``parsing``) is judged or abandoned
-exactly once; a page's links are offered once (those of a page parsed here before its
-terms are known, at once, so their fetches overlap the workers' start).
+exactly once; a page's links are offered once (without a query, those of a page parsed here
+are offered before its terms are known, so their fetches overlap the workers' start; with
+one, after: their priorities need the page's relevance).
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from crawler.policy.traps import TemplateBudget, url_template
 from crawler.pool.here import costly
 from crawler.pool.parse_pool import ParsePool
 from crawler.relevance.neardup import NearDuplicates
+from crawler.report import RunCounters, band
 from crawler.settings import Settings
-from parsers.html import new_links, parse_document, resolve_each
+from parsers.html import parse_document, ranked_new_links, resolve_each
 from parsers.page import Page, ParseJob, same_content
+from parsers.priority import page_relevance
 from parsers.worker import text_terms
 from storage.base import PageRecord
 
@@ -68,6 +74,7 @@ class Pages:
         frontier: Frontier,
         templates: TemplateBudget | None,
         focus: Focus | None,
+        counters: RunCounters,
         parse_here: bool,
     ) -> None:
         self._settings = settings
@@ -77,14 +84,15 @@ class Pages:
         self._frontier = frontier
         self._templates = templates
         self._focus = focus
+        self._counters = counters
         self._parse_here = parse_here
         """Parse pages here while no parse worker is up (``_parse_in_process``)."""
         self._hashes: dict[str, str] = {}
         self._near = NearDuplicates()
         self.parsed_here = 0
         self._offered_here: dict[int, int] = {}
-        """The links the pages parsed here offered (``parsers.html.new_links``), with a
-        query: their anchor text is not read again on the next pages (as a worker's memo)."""
+        """With a query, the links the pages parsed here offered, with the smallest depth
+        (``parsers.html.ranked_new_links``), as a worker's memo."""
 
     async def fetch(self, job: FetchJob) -> PageRecord | None:
         """The record of page ``job``, or ``None`` when a retry was scheduled instead."""
@@ -152,12 +160,18 @@ class Pages:
         near = None
         if duplicate_of is None and len(page.text) >= NEAR_DUPLICATE_MIN_CHARS:
             near = self._near.first_near(page.simhash, job.url)
-        score = None
-        if focus is not None and duplicate_of is None:
-            score = await focus.score_terms(page.query_tf, page.token_length)
+        score = relevance = None
+        if focus is not None:
+            relevance = page_relevance(page.query_tf, page.token_length)
+            if duplicate_of is None:
+                score = await focus.score_terms(page.query_tf, page.token_length)
+                self._counters.scored.append(band(relevance))
         # A duplicate's links are followed too: relative links of the same bytes at another
         # URL lead elsewhere, and the workers' memo of offered links relies on it.
-        self._admission.follow(page.followable, job.depth + 1, score, page.anchor_hits, closed)
+        self._admission.follow(
+            page.followable, job.depth + 1, relevance, page.anchor_hits, closed,
+            query_words=len(focus.terms) if focus is not None else 0,
+        )  # fmt: skip
         return page_record(job, page, fetched_at, duplicate_of, score=score,
                            near_duplicate_of=near)  # fmt: skip
 
@@ -166,23 +180,31 @@ class Pages:
         while this process is mostly idle): parse the page here, all but the terms of its
         text, which need numba (a worker computes them when one is up). Its links are
         offered at once, so that their fetches and parses overlap the workers' start; with a
-        query their priority is then the anchor bonus alone (the page has no score yet).
-        Same ``Page`` as a worker's parse (the tests hold them equal). The page is judged by
+        query, at priorities from the page's query words counted here in plain Python
+        (``Focus.count_here``; the worker's counts are the same) and with a memo as a
+        worker's (``ranked_new_links``). Same ``Page`` as a worker's parse (the tests hold them equal). The page is judged by
         the template budget here, before its links go (without its SimHash: a long text
         then goes unjudged)."""
-        offered = self._offered_here if job.query_terms else None
         try:
-            page = parse_document(job, offered, resolve_each)
+            page = parse_document(job, resolve_each)
         except Exception as exc:  # like a worker's ``ParseFailure``
             raise ParseError(job.url, f"{type(exc).__name__}: {exc}") from None
         self.parsed_here += 1
-        links = page.followable if offered is None else new_links(page, job.depth + 1, offered)
         closed = False
         if self._templates is not None:
             first = self._hashes.setdefault(page.content_hash, job.url)
             duplicate_of = first if first != job.url else None
             closed = self._judge(template, job.url, page.text, None, duplicate_of)
-        self._admission.follow(links, job.depth + 1, None, page.anchor_hits, closed)
+        focus = self._focus
+        if focus is not None and job.query_terms and not closed:
+            page.query_tf, page.token_length = focus.count_here(page.text)
+            links = ranked_new_links(page, job.depth + 1, self._offered_here,
+                                     len(job.query_terms))  # fmt: skip
+            self._admission.follow(links, job.depth + 1, page_relevance(page.query_tf,
+                                   page.token_length), page.anchor_hits,
+                                   query_words=len(job.query_terms))  # fmt: skip
+        else:  # a closed template's links are skipped, with or without a query
+            self._admission.follow(page.followable, job.depth + 1, None, None, closed)
         page.follow = ()  # offered: the later ``follow`` has nothing to do
         try:
             terms = await self._pool.call(text_terms, page.text, job.query_ids)

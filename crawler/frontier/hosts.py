@@ -93,17 +93,23 @@ class FetchJob:
     """Retries already made for this URL."""
     known: Known | None = None
     """Set when the URL was fetched before (a recrawl)."""
+    priority: float = 0.0
+    """The priority it was queued at when it was taken (best-first crawls)."""
 
     @property
     def robots(self) -> bool:
         return self.kind == ROBOTS
 
 
+_Entry = tuple[float, int, str, int, str, int, "Known | None"]
+"""A host's queue entry: (-priority, sequence, url, depth, kind, attempt, known)."""
+
+
 @dataclass(slots=True)
 class _Host:
     origin: str
     pace: HostPace
-    queue: list[tuple[float, int, str, int, str, int, Known | None]] = field(default_factory=list)
+    queue: list[_Entry] = field(default_factory=list)
     """A heap of (-priority, sequence, url, depth, kind, attempt, known)."""
     in_flight: int = 0
     next_start: float = 0.0
@@ -117,6 +123,9 @@ class _Host:
     robots_reason: str = "robots"
     robots_attempt: int = 0
     pages_issued: int = 0
+    due_key: float | None = None
+    """Best-first: the key of the host's live entry in ``BestFirstFrontier._due`` (minus
+    its best queued priority when it went in); ``None`` when it has none."""
 
 
 class Frontier:
@@ -152,6 +161,8 @@ class Frontier:
         self.queued = 0
         self.in_flight = 0
         self.skipped: list[tuple[str, int, str]] = []
+        self._live: dict[str, _Entry] | None = None
+        """Best-first only: each queued page URL's live heap entry (``BestFirstFrontier``)."""
         self.gate: Callable[[str], str | None] | None = None
         """Asked about each queued page URL as it is taken, if set: ``None`` to fetch it,
         or why not (it is then dropped, like a robots.txt refusal)."""
@@ -203,9 +214,23 @@ class Frontier:
     ) -> None:
         host = self._host(url_origin(url))
         self._seq += 1
-        heapq.heappush(host.queue, (-priority, self._seq, url, depth, kind, 0, known))
+        entry = (-priority, self._seq, url, depth, kind, 0, known)
+        heapq.heappush(host.queue, entry)
+        if self._live is not None and kind == PAGE:
+            self._queued_live(host, entry)
         self.queued += 1
         self._schedule(host, now)
+
+    def _queued_live(self, host: _Host, entry: _Entry) -> None:
+        """A best-first frontier's (``crawler.frontier.best_first``) record of a new entry."""
+
+    def raise_priority(self, url: str, by: float, now: float) -> bool:
+        """Best-first only (``BestFirstFrontier``): here nothing moves."""
+        return False
+
+    def best_due(self, now: float) -> float | None:
+        """Best-first only (``BestFirstFrontier``): here ``None``."""
+        return None
 
     def _host(self, origin: str) -> _Host:
         host = self._hosts.get(origin)
@@ -247,8 +272,14 @@ class Frontier:
                 host, FetchJob(url, 0, host.origin, ROBOTS, host.robots_attempt), now
             )
         refused = 0
+        live = self._live
         while host.queue and host.in_flight < self._per_host:
-            _, _, url, depth, kind, attempt, known = heapq.heappop(host.queue)
+            entry = heapq.heappop(host.queue)
+            _, _, url, depth, kind, attempt, known = entry
+            if live is not None and kind == PAGE and not attempt:
+                if live.get(url) is not entry:
+                    continue  # replaced by a higher-priority entry (``raise_priority``)
+                del live[url]
             self.queued -= 1
             reason = self._refusal(host, url, kind, attempt)
             if reason is not None:
@@ -260,7 +291,8 @@ class Frontier:
                 continue
             if kind == PAGE and attempt == 0:
                 host.pages_issued += 1
-            job = self._start(host, FetchJob(url, depth, host.origin, kind, attempt, known), now)
+            job = FetchJob(url, depth, host.origin, kind, attempt, known, -entry[0])
+            self._start(host, job, now)
             self._schedule(host, now)
             return job
         return None

@@ -148,7 +148,7 @@ class PostgresReader:
         async def reader(connection: asyncpg.Connection) -> list[tuple[object, ...]]:
             rows = await connection.fetch(
                 "SELECT id, started_at, ended_at, status, reason, pages_ok, pages_failed, "
-                "pages_unchanged, bytes FROM runs ORDER BY id"
+                "pages_unchanged, bytes, harvest FROM runs ORDER BY id"
             )
             return [tuple(row) for row in rows]
 

@@ -216,8 +216,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         4,
-        "run samples",
+        "run samples and harvest",
         """
+        ALTER TABLE runs ADD COLUMN harvest TEXT;
         -- A running crawl's progress every few seconds (as SQLite's; storage.schema)
         CREATE TABLE run_samples (
             run_id        BIGINT NOT NULL REFERENCES runs(id),

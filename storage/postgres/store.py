@@ -200,7 +200,7 @@ class PostgresStore:
             )
             await connection.execute(
                 "UPDATE runs SET ended_at = $1, status = $2, reason = $3, pages_ok = $4, "
-                "pages_failed = $5, pages_unchanged = $6, bytes = $7 WHERE id = $8",
+                "pages_failed = $5, pages_unchanged = $6, bytes = $7, harvest = $8 WHERE id = $9",
                 ended_at,
                 summary.status,
                 summary.reason,
@@ -208,6 +208,7 @@ class PostgresStore:
                 summary.pages_failed,
                 summary.pages_unchanged,
                 summary.bytes,
+                summary.harvest,
                 run_id,
             )
 

@@ -92,9 +92,10 @@ class SQLiteReader:
         try:
             columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
             unchanged = "pages_unchanged" if "pages_unchanged" in columns else "0"  # schema 1
+            harvest = "harvest" if "harvest" in columns else "NULL"  # before schema 4
             return connection.execute(
                 "SELECT id, started_at, ended_at, status, reason, pages_ok, pages_failed, "
-                f"{unchanged}, bytes "
+                f"{unchanged}, bytes, {harvest} "
                 "FROM runs ORDER BY id"
             ).fetchall()
         finally:

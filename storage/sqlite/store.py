@@ -341,7 +341,7 @@ class SQLiteStore:
                 ("UPDATE urls SET lease = NULL WHERE lease = ?", [(run_id,)]),
                 (
                     "UPDATE runs SET ended_at = ?, status = ?, reason = ?, pages_ok = ?, "
-                    "pages_failed = ?, pages_unchanged = ?, bytes = ? WHERE id = ?",
+                    "pages_failed = ?, pages_unchanged = ?, bytes = ?, harvest = ? WHERE id = ?",
                     [
                         (
                             ended_at,
@@ -351,6 +351,7 @@ class SQLiteStore:
                             summary.pages_failed,
                             summary.pages_unchanged,
                             summary.bytes,
+                            summary.harvest,
                             run_id,
                         )
                     ],

@@ -317,3 +317,64 @@ def test_a_bad_batch_leaves_the_statistics_alone() -> None:
     assert (scorer.n_docs, scorer.total_length, scorer.df) == (0, 0, [0, 0])
     with pytest.raises(ValueError, match="distinct"):
         TermScorer((1, 1))
+
+
+def _harvest(shape: str, pages: int, budget: int, tmp_path, **extra: object) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """A BFS and a focused crawl of ``bench/shapesite.py``'s ``shape`` site, ``budget``
+    pages each: what each collected."""
+    from bench.shapesite import build
+
+    site_pages = build(shape, pages, seed=3)
+    routes = {path: html_handler(body) for path, body in site_pages.pages.items()}
+    out: dict[str, object] = {}
+    with SiteServer(routes) as server:
+        for mode in ("bfs", "focused"):
+            db = str(tmp_path / f"{shape}-{mode}.db")
+            query = {"query": site_pages.query} if mode == "focused" else {}
+            settings = dict(FAST, concurrency=4, per_host=4, max_pages=budget, **extra)
+            crawler.run([server.url + "/"], Settings(db=db, **query, **settings))
+            with contextlib.closing(sqlite3.connect(db)) as c, c:
+                rows = c.execute("SELECT url, score FROM pages WHERE status = 200").fetchall()
+            on = [s for u, s in rows if u.removeprefix(server.url) in site_pages.on_topic]
+            off = [s for u, s in rows if u.removeprefix(server.url) not in site_pages.on_topic]
+            out[mode] = len(on)
+            out[f"{mode}-pages"] = len(rows)
+            out[f"{mode}-scores"] = (on, off)
+    return out
+
+
+def test_a_focused_crawl_keeps_its_focus_where_the_topic_is_a_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The shape of a site nobody tuned the crawler on (bench/shapesite.py ``clusters``):
+    10 % of the pages on the topic, two of twenty hubs on it, off-topic pages linking into
+    the topic with bland anchors. With a budget of 10 % of the site the focused crawl
+    collects more than 5x breadth-first's on-topic pages, nearly all of its budget, every
+    page scored, the on-topic pages scored higher."""
+    got = _harvest("clusters", 1000, 100, tmp_path)
+    assert got["bfs-pages"] == got["focused-pages"] == 100
+    assert got["focused"] >= 85, got  # type: ignore[operator]
+    assert got["focused"] >= 5 * got["bfs"], got  # type: ignore[operator]
+    on, off = got["focused-scores"]  # type: ignore[misc]
+    assert None not in on and None not in off
+    assert sorted(on)[len(on) // 2] > max(off, default=0.0)
+
+
+def test_a_focused_crawl_tunnels_through_off_topic_pages(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``tunnel``: no hub is on the topic, which lies behind a bridge page reached through
+    an off-topic hub: breadth-first finds next to nothing, the focused crawl finds the
+    bridges and then stays in the cluster."""
+    got = _harvest("tunnel", 1000, 100, tmp_path)
+    assert got["focused"] >= 40 and got["bfs"] <= 10, got  # type: ignore[operator]
+
+
+def test_query_words_counted_here_equal_the_workers_counts() -> None:
+    """``Focus.count_here`` (plain Python, for pages parsed before a worker is up) gives a
+    page's query-word counts and length as the tokenizer kernel does."""
+    from parsers.worker import text_terms
+
+    focus = Focus("Telescope galaxy NEBULA café 42", "cpu")
+    rng = random.Random(7)
+    words = ["telescope", "Galaxy", "nebula", "café", "42", "x", "naïve", "a-b", "C++", "日本"]
+    for _ in range(50):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 300)))
+        _, length, _, tf = text_terms(text, focus.ids)
+        assert focus.count_here(text) == (tf, length), text

@@ -22,14 +22,15 @@ from parsers.html import (
     choose_charset,
     content_hash,
     links_json,
-    new_links,
     parse_batch,
     parse_document,
     parse_page,
+    ranked_new_links,
     resolve_each,
     visible_text,
 )
 from parsers.page import Page, ParseFailure, ParseJob, same_content
+from parsers.priority import REOFFER_MIN, link_evidence, page_relevance
 from parsers.terms import query_token_ids as query_ids
 from parsers.worker import text_terms
 
@@ -447,10 +448,11 @@ def test_pages_of_the_benchmark_site_parsed_without_numba(tmp_path) -> None:  # 
         assert page == parse_page(page_job), url
 
 
-def test_pages_parsed_here_skip_known_anchors_as_a_worker_does(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_pages_parsed_here_offer_the_links_a_worker_offers(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """With a query, the crawl process keeps a memo of the links its pages offered, as a
-    worker does (``new_links``): over the same pages in the same order, the links to follow
-    and the anchor hits are the worker's, page by page, and the memo saves reading anchors."""
+    worker does (``ranked_new_links``): over the same pages in the same order, the links to
+    offer and their anchor hits are the worker's, page by page; a link offered before comes
+    again only from a page whose evidence for it reaches ``REOFFER_MIN``."""
     import parsers.html
     from bench.sitegen import generate
 
@@ -459,18 +461,28 @@ def test_pages_parsed_here_skip_known_anchors_as_a_worker_does(tmp_path, monkeyp
     terms = ("site", "page", "the")
     jobs = [
         job(path.read_bytes(), url=base + path.relative_to(tmp_path).as_posix(),
-            query_terms=terms, query_ids=query_ids(" ".join(terms)), depth=depth % 3)
-        for depth, path in enumerate(sorted(tmp_path.rglob("*.html")))
+            query_terms=terms, query_ids=query_ids(" ".join(terms)), depth=1)
+        for path in sorted(tmp_path.rglob("*.html"))
     ]  # fmt: skip
     monkeypatch.setattr(parsers.html, "_offered", {})  # a fresh worker
     worker = parse_batch(jobs)
     offered: dict[int, int] = {}
-    skipped = 0
+    seen: set[str] = set()
+    again = 0
     for page_job, theirs in zip(jobs, worker, strict=True):
         assert isinstance(theirs, Page)
-        ours = parse_document(page_job, offered, resolve_each)
-        assert new_links(ours, page_job.depth + 1, offered) == theirs.follow, page_job.url
+        ours = _parsed_here(page_job)
+        everything = ours.followable
+        follow = ranked_new_links(ours, page_job.depth + 1, offered, len(terms))
+        assert follow == theirs.follow, page_job.url
         assert ours.anchor_hits == theirs.anchor_hits, page_job.url
-        everything = parse_document(page_job, None, resolve_each).anchor_hits or {}
-        skipped += len(everything) - len(ours.anchor_hits or {})
-    assert skipped > 0  # links seen before had their anchors read once only
+        relevance = page_relevance(ours.query_tf, ours.token_length)
+        for url in everything:
+            if url in seen and url in follow:
+                again += 1
+                hits = (ours.anchor_hits or {}).get(url, 0)
+                assert link_evidence(relevance, hits, len(terms)) >= REOFFER_MIN
+            elif url not in seen:
+                assert url in follow  # a new link is always offered
+        seen.update(everything)
+    assert again > 0  # links found again on relevant pages add to their priority

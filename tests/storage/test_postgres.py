@@ -560,7 +560,7 @@ def test_read_side_streams_filters_and_summarises(pg_dsn: str) -> None:
     stream.close()
     readers = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'crawler-read'"
     wait_for(lambda: scalar(pg_dsn, readers) == 0, "the reader's connection to close", 5)
-    assert read_runs(pg_dsn) == [(1, STAMP, LATER, "finished", "done", 1200, 0, 0, 5)]
+    assert read_runs(pg_dsn) == [(1, STAMP, LATER, "finished", "done", 1200, 0, 0, 5, None)]
     tokens = read_tokens(pg_dsn)
     assert len(tokens) == 1200
     assert tokens[2] == ("http://a.test/0002", "title of http://a.test/0002", b"\x02" * 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from crawler.frontier.best_first import BestFirstFrontier
 from crawler.frontier.hosts import EARLY_S, MAX_REFUSALS_PER_CALL, FetchJob, Frontier
 from crawler.policy.robots import RobotsRules
 
@@ -159,18 +160,26 @@ def test_requests_go_out_the_floor_delay_apart_whatever_their_tasks_lag() -> Non
 
 
 actions = st.lists(
-    st.tuples(st.sampled_from(["add", "next", "send", "release", "tick"]), st.integers(0, 30)),
+    st.tuples(
+        st.sampled_from(["add", "next", "send", "release", "tick", "raise"]), st.integers(0, 30)
+    ),
     max_size=200,
 )
 
 
 @settings(max_examples=150, deadline=None)
-@given(actions, st.integers(1, 3), st.sampled_from([0.0, 0.5, 2.0]))
+@given(actions, st.integers(1, 3), st.sampled_from([0.0, 0.5, 2.0]), st.booleans())
 # two jobs of a host handed out 2 s apart, the first one's task running late: sent together?
 @example([("add", 0), ("add", 3), ("next", 0), ("tick", 20), ("next", 0), ("send", 0),
-          ("send", 0)], 2, 2.0)  # fmt: skip
-def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay: float) -> None:
-    f = Frontier(per_host=per_host, delay_s=delay, check_robots=False)
+          ("send", 0)], 2, 2.0, False)  # fmt: skip
+def test_politeness_invariants(
+    ops: list[tuple[str, int]], per_host: int, delay: float, best_first: bool
+) -> None:
+    """Also for a best-first frontier whose queued URLs move up (``raise_priority``): every
+    URL once, the per-host limit, the delays, and in-flight and queued counts that add up."""
+    kind = BestFirstFrontier if best_first else Frontier
+    f = kind(per_host=per_host, delay_s=delay, check_robots=False)
+    added: set[str] = set()
     now = 0.0
     running: list[FetchJob] = []
     unsent: list[FetchJob] = []
@@ -179,7 +188,11 @@ def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay:
     last_sent: dict[str, float] = {}
     for op, n in ops:
         if op == "add":
-            f.add(f"http://h{n % 3}.com/p{n}", 0, now)
+            url = f"http://h{n % 3}.com/p{n}"
+            if f.add(url, 0, now, priority=n % 4):
+                added.add(url)
+        elif op == "raise":
+            f.raise_priority(f"http://h{n % 3}.com/p{n}", 1 + n % 3, now)
         elif op == "tick":
             now += n / 10
         elif op == "send" and unsent:
@@ -208,6 +221,7 @@ def test_politeness_invariants(ops: list[tuple[str, int]], per_host: int, delay:
                 unsent.append(job)
                 assert sum(j.origin == job.origin for j in running) <= per_host
         assert f.in_flight == len(running)
+        assert f.queued == len(added - handed)
 
 
 def test_a_redirect_hop_keeps_its_hosts_pace() -> None:
@@ -267,3 +281,45 @@ def test_only_failures_of_the_servers_slow_a_host() -> None:
     assert isinstance(job, FetchJob)  # no backoff
     f.release(job, 0.02, latency_s=0.01, failed=True)  # a timeout, a reset
     assert f.next(0.02) == 0.02 + 1.0  # backed off, from now
+
+
+def test_best_first_within_and_across_hosts_and_raised_links_move_up() -> None:
+    """A best-first frontier: among the hosts that may start now, the best queued URL
+    first; a URL another page links to moves up by its evidence (added, not replaced), and
+    its old place is skipped, never handed out twice."""
+    f = BestFirstFrontier(per_host=1, delay_s=0.0, check_robots=False)
+    f.add("http://a.com/low", 1, 0.0, priority=0.2)
+    f.add("http://a.com/mid", 1, 0.0, priority=1.0)
+    f.add("http://b.com/high", 1, 0.0, priority=1.5)
+    f.add("http://c.com/none", 1, 0.0, priority=0.0)
+    assert f.raise_priority("http://a.com/low", 0.7, 0.0)  # 0.9: still under mid
+    assert f.raise_priority("http://c.com/none", 1.2, 0.0)  # 1.2: between high and mid
+    assert not f.raise_priority("http://a.com/elsewhere", 5.0, 0.0)  # not queued here
+    assert f.priority_of("http://a.com/low") == 0.2 + 0.7
+    order = []
+    while isinstance(job := f.next(0.0), FetchJob):
+        order.append(job.url)
+        f.release(job, 0.0)
+    assert order == ["http://b.com/high", "http://c.com/none", "http://a.com/mid",
+                     "http://a.com/low"]  # fmt: skip
+    assert f.queued == 0 and f.empty
+    assert not f.raise_priority("http://a.com/low", 1.0, 0.0)  # fetched: left alone
+
+
+def test_many_raises_keep_a_hosts_heap_small() -> None:
+    f = BestFirstFrontier(per_host=1, delay_s=0.0, check_robots=False)
+    for i in range(10):
+        f.add(f"http://a.com/{i}", 1, 0.0)
+    for round_ in range(2000):
+        f.raise_priority(f"http://a.com/{round_ % 10}", 0.001, 0.0)
+    assert len(f._hosts["http://a.com"].queue) <= 2 * 10 + 1024 + 1
+    urls = [job.url for job in drain_released(f)]
+    assert sorted(urls) == sorted(f"http://a.com/{i}" for i in range(10))
+
+
+def drain_released(frontier: Frontier) -> list[FetchJob]:
+    jobs = []
+    while isinstance(job := frontier.next(0.0), FetchJob):
+        jobs.append(job)
+        frontier.release(job, 0.0)
+    return jobs
