@@ -20,7 +20,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -28,7 +28,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from parsers.encodings import ASCII_COMPATIBLE, bom_encoding, decode, from_python, get_encoding
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
-from parsers.priority import REOFFER_MIN, link_evidence, page_relevance
+from parsers.priority import REOFFER_MAX, REOFFER_MIN, page_relevance
 
 _INVISIBLE_SELECTOR = "script, style, noscript, template"
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
@@ -146,6 +146,8 @@ def _links(
     base: str,
     max_links: int,
     terms: frozenset[str] = frozenset(),
+    offered: dict[int, int] | None = None,
+    depth: int = 0,
     invisible: list[LexborNode] | None = None,
     resolve: Callable[[Resolver, list[str]], list[str | None]] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
@@ -153,8 +155,9 @@ def _links(
 
     One selector pass over the tree; one attribute dict per node (each ``attributes`` call
     builds a new dict); the hrefs resolved together (``parsers.hrefs.resolve_all``).
-    ``terms``: query words to count in the anchor text of every link (a link offered before
-    may rank higher on this page: ``ranked_new_links``).
+    ``terms``: query words to count in the anchor text of links at ``depth`` (reading anchor
+    text is the costly part: only new links need it); with ``offered`` (``hash(url)`` -> the
+    smallest depth this worker offered it at), only of those not offered at ``depth`` or less.
     ``invisible``: if given, the same pass appends the script, style, noscript and template
     elements to it, in document order (for ``_remove``). ``resolve``: how the hrefs are
     resolved, ``resolve_all`` (numba) unless given.
@@ -195,7 +198,7 @@ def _links(
         hits = {}
         any_term = _any_term(terms)
         for node, url in zip(nodes, urls, strict=True):
-            if url is None:
+            if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
                 continue
             text = node.text().lower()
             if any_term(text) is None:
@@ -309,10 +312,10 @@ def _kernels() -> tuple[Callable[[Resolver, list[str]], list[str | None]], Calla
     return resolve_all, page_terms
 
 
-def parse_page(job: ParseJob) -> Page:
-    """Parse one HTML response into a ``Page``."""
+def parse_page(job: ParseJob, offered: dict[int, int] | None = None) -> Page:
+    """Parse one HTML response into a ``Page``. ``offered``: see ``_links``."""
     resolve_all, page_terms = _kernels()
-    page = parse_document(job, resolve_all)
+    page = parse_document(job, offered, resolve_all)
     utf8 = page.text.encode("utf-8", "surrogatepass")  # parsers.terms.utf8
     page.text_encoded = (page.text, utf8)
     terms = page_terms(page.text, job.query_ids, utf8=utf8)
@@ -323,6 +326,7 @@ def parse_page(job: ParseJob) -> Page:
 
 def parse_document(
     job: ParseJob,
+    offered: dict[int, int] | None = None,
     resolve: Callable[[Resolver, list[str]], list[str | None]] | None = None,
 ) -> Page:
     """``parse_page`` but for the terms of the text (``tokens``, ``simhash``,
@@ -343,8 +347,9 @@ def parse_document(
         lang = (html.attributes.get("lang") or "").strip() or None
     invisible: list[LexborNode] = []
     links, nofollow_links, anchor_hits = _links(
-        tree, base, job.max_links, frozenset(job.query_terms), invisible, resolve
-    )
+        tree, base, job.max_links, frozenset(job.query_terms), offered, job.depth + 1, invisible,
+        resolve,
+    )  # fmt: skip
     _remove(invisible)
     text = visible_text(tree)
     if noindex:
@@ -401,30 +406,47 @@ def new_links(page: Page, depth: int, offered: dict[int, int]) -> tuple[str, ...
     return tuple(fresh)
 
 
-def ranked_new_links(
-    page: Page, depth: int, offered: dict[int, int], query_words: int
-) -> tuple[str, ...]:
-    """``new_links`` for a crawl with a query: also the links offered before where this
-    page's evidence for them (``parsers.priority.link_evidence`` of its relevance and the
-    link's anchor text) reaches ``REOFFER_MIN``: the frontier adds it to their priority.
-    ``page.anchor_hits`` is cut down to the links offered. Needs the anchor hits of every
-    link (``_links`` reads them all with a query) and the page's ``query_tf``."""
+@dataclass(slots=True)
+class RankedMemo:
+    """With a query, what a process offered the frontier: ``depth``, ``hash()`` of each link
+    -> the smallest depth offered at (``_links``'s memo: their anchors are not read again);
+    ``again``, -> the times offered again since. Bounded: cleared when full, which only costs
+    work."""
+
+    depth: dict[int, int] = field(default_factory=dict)
+    again: dict[int, int] = field(default_factory=dict)
+
+
+_ranked = RankedMemo()
+"""This worker process's memo for the pages of crawls with a query."""
+
+
+def ranked_new_links(page: Page, depth: int, memo: RankedMemo) -> tuple[str, ...]:
+    """``new_links`` for a crawl with a query: also, from a page whose relevance reaches
+    ``parsers.priority.REOFFER_MIN``, the links offered before, up to ``REOFFER_MAX`` times
+    a link: the frontier adds the page's evidence to their priority. Their anchor text is
+    not read again (``_links`` with ``memo.depth``: reading every anchor cost a focused
+    crawl 9 % of its speed), so their evidence is the page's relevance; the first offer's
+    has the anchor's too."""
+    offered, again = memo.depth, memo.again
     if len(offered) >= _OFFERED_MAX:
         offered.clear()
-    relevance = page_relevance(page.query_tf, page.token_length)
-    hits = page.anchor_hits or {}
-    every = relevance >= REOFFER_MIN
+        again.clear()
+    relevant = page_relevance(page.query_tf, page.token_length) >= REOFFER_MIN
     fresh = []
     for url in page.followable:
         key = hash(url)
         previous = offered.get(key)
         if previous is None or depth < previous:
             offered[key] = depth
-        elif not every and link_evidence(relevance, hits.get(url, 0), query_words) < REOFFER_MIN:
+        elif not relevant:
             continue
+        else:
+            times = again.get(key, 0)
+            if times >= REOFFER_MAX:
+                continue
+            again[key] = times + 1
         fresh.append(url)
-    if hits:
-        page.anchor_hits = {url: hits[url] for url in fresh if url in hits} or None
     return tuple(fresh)
 
 
@@ -438,14 +460,14 @@ def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
     results: list[Page | ParseFailure] = []
     for job in jobs:
         try:
-            page = parse_page(job)
+            page = parse_page(job, _ranked.depth if job.query_terms else None)
         except Exception as exc:  # any parser bug is confined to its page and reported
             results.append(ParseFailure(job.url, f"{type(exc).__name__}: {exc}"))
             continue
         # ``links`` and ``nofollow_links`` stay here: the crawl reads ``links_json`` and
         # ``follow``, and 50-odd URL strings a page cost pickling here and unpickling there.
         if job.query_terms:
-            follow = ranked_new_links(page, job.depth + 1, _offered, len(job.query_terms))
+            follow = ranked_new_links(page, job.depth + 1, _ranked)
         else:
             follow = new_links(page, job.depth + 1, _offered)
         page.follow, page.links, page.nofollow_links = follow, (), ()

@@ -27,7 +27,7 @@ from crawler.policy.scope import Scope
 from crawler.policy.traps import TemplateBudget, TrapLimits, strip_session_ids, trap_reason
 from crawler.report import RunCounters
 from parsers.links import normalize_url, strip_userinfo, url_origin
-from parsers.priority import link_evidence
+from parsers.priority import REOFFER_MIN, link_evidence
 from storage.base import SkipRecord
 
 log = logging.getLogger(__name__)
@@ -126,14 +126,19 @@ class Admission:
         ``parsers.priority.page_relevance``; ``query_words``, the query's), each link
         brings ``link_evidence`` of the page and of the query words in its anchor text
         (``anchor_hits``): a new URL is queued at it, one still queued in memory has it
-        added to its priority (best-first crawling, by relevance-weighted backlinks). ``closed``: the linking page's template was closed by
-        the template budget: its links are not followed (skipped as ``url-template``, but
-        not marked seen)."""
+        added to its priority (best-first crawling, by relevance-weighted backlinks) when the
+        evidence reaches ``REOFFER_MIN``; from a page less relevant without a query word in
+        an anchor, every new link is queued at its relevance and none moved up. ``closed``: the linking page's template was closed by the template
+        budget: its links are not followed (skipped as ``url-template``, but not marked
+        seen)."""
         if self._max_depth is not None and depth > self._max_depth:
             return
-        if relevance is not None and not closed:
+        if closed:
+            relevance = None
+        elif relevance is not None and (relevance >= REOFFER_MIN or anchor_hits):
             self._follow_ranked(links, depth, relevance, anchor_hits or {}, query_words)
             return
+        base = relevance or 0.0  # the evidence of each link: no link is moved up by it
         frontier, now = self._frontier, time.monotonic()
         added = False
         for url in frontier.unseen(links):
@@ -148,7 +153,7 @@ class Admission:
             if reason is None and "?" in url and self._templates is not None:
                 reason = self._templates.admit(url)
             if reason is None:
-                added |= self._window.enqueue(url, depth, now)
+                added |= self._window.enqueue(url, depth, now, base)
             else:
                 frontier.mark_seen(url)  # refused now means refused for this run
                 self.skip(url, depth, reason)
@@ -172,7 +177,8 @@ class Admission:
             if "?" in url or ";" in url or "@" in url:
                 url = strip_session_ids(strip_userinfo(url))
             if frontier.seen(url):
-                added |= frontier.raise_priority(url, evidence, now)
+                if evidence >= REOFFER_MIN:  # as the workers offer a known link again
+                    added |= frontier.raise_priority(url, evidence, now)
                 continue
             reason = self.admit(url)
             if reason is None and "?" in url and self._templates is not None:

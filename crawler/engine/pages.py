@@ -42,7 +42,7 @@ from crawler.pool.parse_pool import ParsePool
 from crawler.relevance.neardup import NearDuplicates
 from crawler.report import RunCounters, band
 from crawler.settings import Settings
-from parsers.html import parse_document, ranked_new_links, resolve_each
+from parsers.html import RankedMemo, parse_document, ranked_new_links, resolve_each
 from parsers.page import Page, ParseJob, same_content
 from parsers.priority import page_relevance
 from parsers.worker import text_terms
@@ -90,9 +90,9 @@ class Pages:
         self._hashes: dict[str, str] = {}
         self._near = NearDuplicates()
         self.parsed_here = 0
-        self._offered_here: dict[int, int] = {}
-        """With a query, the links the pages parsed here offered, with the smallest depth
-        (``parsers.html.ranked_new_links``), as a worker's memo."""
+        self._ranked_here = RankedMemo()
+        """With a query, what the pages parsed here offered (``ranked_new_links``), as a
+        worker's memo."""
 
     async def fetch(self, job: FetchJob) -> PageRecord | None:
         """The record of page ``job``, or ``None`` when a retry was scheduled instead."""
@@ -186,7 +186,8 @@ class Pages:
         the template budget here, before its links go (without its SimHash: a long text
         then goes unjudged)."""
         try:
-            page = parse_document(job, resolve_each)
+            offered = self._ranked_here.depth if job.query_terms else None
+            page = parse_document(job, offered, resolve_each)
         except Exception as exc:  # like a worker's ``ParseFailure``
             raise ParseError(job.url, f"{type(exc).__name__}: {exc}") from None
         self.parsed_here += 1
@@ -198,8 +199,7 @@ class Pages:
         focus = self._focus
         if focus is not None and job.query_terms and not closed:
             page.query_tf, page.token_length = focus.count_here(page.text)
-            links = ranked_new_links(page, job.depth + 1, self._offered_here,
-                                     len(job.query_terms))  # fmt: skip
+            links = ranked_new_links(page, job.depth + 1, self._ranked_here)
             self._admission.follow(links, job.depth + 1, page_relevance(page.query_tf,
                                    page.token_length), page.anchor_hits,
                                    query_words=len(job.query_terms))  # fmt: skip

@@ -349,9 +349,9 @@ def test_a_focused_crawl_keeps_its_focus_where_the_topic_is_a_cluster(tmp_path) 
     the topic with bland anchors. With a budget of 10 % of the site the focused crawl
     collects more than 5x breadth-first's on-topic pages, nearly all of its budget, every
     page scored, the on-topic pages scored higher."""
-    got = _harvest("clusters", 1000, 100, tmp_path)
-    assert got["bfs-pages"] == got["focused-pages"] == 100
-    assert got["focused"] >= 85, got  # type: ignore[operator]
+    got = _harvest("clusters", 3000, 300, tmp_path)
+    assert got["bfs-pages"] == got["focused-pages"] == 300
+    assert got["focused"] >= 270, got  # type: ignore[operator]
     assert got["focused"] >= 5 * got["bfs"], got  # type: ignore[operator]
     on, off = got["focused-scores"]  # type: ignore[misc]
     assert None not in on and None not in off
@@ -368,7 +368,8 @@ def test_a_focused_crawl_tunnels_through_off_topic_pages(tmp_path) -> None:  # t
 
 def test_query_words_counted_here_equal_the_workers_counts() -> None:
     """``Focus.count_here`` (plain Python, for pages parsed before a worker is up) gives a
-    page's query-word counts and length as the tokenizer kernel does."""
+    page's query-word counts and length as the tokenizer kernel does (no length where no
+    query word occurs: the relevance is 0 whatever it is)."""
     from parsers.worker import text_terms
 
     focus = Focus("Telescope galaxy NEBULA café 42", "cpu")
@@ -377,4 +378,4 @@ def test_query_words_counted_here_equal_the_workers_counts() -> None:
     for _ in range(50):
         text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 300)))
         _, length, _, tf = text_terms(text, focus.ids)
-        assert focus.count_here(text) == (tf, length), text
+        assert focus.count_here(text) == (tf, length if any(tf) else 0), text

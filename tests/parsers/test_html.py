@@ -15,6 +15,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from parsers.encodings import ASCII_COMPATIBLE
 from parsers.html import (
+    RankedMemo,
     _Head,
     _head,
     _links,
@@ -30,7 +31,7 @@ from parsers.html import (
     visible_text,
 )
 from parsers.page import Page, ParseFailure, ParseJob, same_content
-from parsers.priority import REOFFER_MIN, link_evidence, page_relevance
+from parsers.priority import REOFFER_MAX, REOFFER_MIN, page_relevance
 from parsers.terms import query_token_ids as query_ids
 from parsers.worker import text_terms
 
@@ -397,10 +398,10 @@ _PREVIEW_PARTS = [*_MIXED_PARTS, '<a href="/n" rel="nofollow">n</a>', '<a href="
                   '<a href="/n" rel="NoFollow external">fast</a>', '<a href="é/ü">u</a>']  # fmt: skip
 
 
-def _parsed_here(job: ParseJob) -> Page:
+def _parsed_here(job: ParseJob, offered: dict[int, int] | None = None) -> Page:
     """What the crawl process makes of ``job`` while no worker is up: ``parse_document``
     without numba, and the terms a worker computes (``text_terms``)."""
-    page = parse_document(job, resolve=resolve_each)
+    page = parse_document(job, offered, resolve=resolve_each)
     assert page.tokens == b"" and page.token_length == 0  # the terms are a worker's
     page.tokens, page.token_length, page.simhash, page.query_tf = text_terms(
         page.text, job.query_ids
@@ -452,7 +453,8 @@ def test_pages_parsed_here_offer_the_links_a_worker_offers(tmp_path, monkeypatch
     """With a query, the crawl process keeps a memo of the links its pages offered, as a
     worker does (``ranked_new_links``): over the same pages in the same order, the links to
     offer and their anchor hits are the worker's, page by page; a link offered before comes
-    again only from a page whose evidence for it reaches ``REOFFER_MIN``."""
+    again only from a page whose relevance reaches ``REOFFER_MIN``, and at most
+    ``REOFFER_MAX`` times; the anchors of links offered before are not read again."""
     import parsers.html
     from bench.sitegen import generate
 
@@ -464,25 +466,45 @@ def test_pages_parsed_here_offer_the_links_a_worker_offers(tmp_path, monkeypatch
             query_terms=terms, query_ids=query_ids(" ".join(terms)), depth=1)
         for path in sorted(tmp_path.rglob("*.html"))
     ]  # fmt: skip
-    monkeypatch.setattr(parsers.html, "_offered", {})  # a fresh worker
+    monkeypatch.setattr(parsers.html, "_ranked", RankedMemo())  # a fresh worker
     worker = parse_batch(jobs)
-    offered: dict[int, int] = {}
+    memo = RankedMemo()
     seen: set[str] = set()
-    again = 0
+    again = skipped = 0
     for page_job, theirs in zip(jobs, worker, strict=True):
         assert isinstance(theirs, Page)
-        ours = _parsed_here(page_job)
+        ours = _parsed_here(page_job, memo.depth)
         everything = ours.followable
-        follow = ranked_new_links(ours, page_job.depth + 1, offered, len(terms))
+        follow = ranked_new_links(ours, page_job.depth + 1, memo)
         assert follow == theirs.follow, page_job.url
         assert ours.anchor_hits == theirs.anchor_hits, page_job.url
         relevance = page_relevance(ours.query_tf, ours.token_length)
         for url in everything:
             if url in seen and url in follow:
                 again += 1
-                hits = (ours.anchor_hits or {}).get(url, 0)
-                assert link_evidence(relevance, hits, len(terms)) >= REOFFER_MIN
+                assert memo.again[hash(url)] <= REOFFER_MAX
+                assert relevance >= REOFFER_MIN  # a relevant page adds to its priority
             elif url not in seen:
                 assert url in follow  # a new link is always offered
         seen.update(everything)
+        every_hit = parse_document(page_job, None, resolve_each).anchor_hits or {}
+        skipped += len(every_hit) - len(ours.anchor_hits or {})
     assert again > 0  # links found again on relevant pages add to their priority
+    assert skipped > 0  # links seen before had their anchors read once only
+
+
+@pytest.mark.parametrize("charset", [None, "windows-1252", "utf-16le"])
+def test_anchor_hits_whatever_the_encoding_and_none_on_a_page_without_the_words(
+    charset: str | None,
+) -> None:
+    """Anchors are read only on a page that names a query word somewhere (in its bytes, or
+    its decoded text): the hits are the same as reading every anchor, in any encoding."""
+    terms = ("nebula", "galaxy")
+    on = '<meta charset="{c}"><p>café</p><a href="/n">The NEBULA</a><a href="/x">other</a>'
+    off = '<meta charset="{c}"><p>café</p><a href="/n">The cloud</a><a href="/x">other</a>'
+    for body, expected in ((on, {"http://example.com/n": 1}), (off, None)):
+        text = body.format(c=charset or "utf-8")
+        data = text.encode(charset or "utf-8")
+        page = parse_page(job(data, charset=charset, query_terms=terms,
+                              query_ids=query_ids(" ".join(terms))))  # fmt: skip
+        assert page.anchor_hits == expected, (charset, body)
