@@ -1,6 +1,6 @@
 """Side-by-side crawl benchmark against a local nginx serving a synthetic static site.
 
-    python bench/crawl_bench.py [--pages 10000] [--repeat 3] [--only ours,scrapy,single,fetch]
+    python bench/crawl_bench.py [--pages 10000] [--repeat 3] [--only ours,wget2,scrapy,single,fetch]
         [--out bench/CRAWL_RESULTS.draft.md]
     python bench/crawl_bench.py --site-dir /usr/share/doc/python3.11/html [--start index.html]
         [--repeat 3] [--only ...] [--out ...]
@@ -12,6 +12,8 @@ subprocess, alternating peers within each repeat (ours, scrapy, single, fetch, o
 - ours:   the `crawl` console script (the venv where the project is installed); counted from
           its SQLite DB (`pages` rows with status 200). Skipped when `crawl --help` fails;
           flags that `crawl --help` does not mention are dropped with a note.
+- wget2:  GNU Wget2 (Debian's `wget2`, installed when missing): `wget2 --recursive --level=inf
+          --no-parent --robots=off --max-threads=64`, mirroring to disk; its HTML files.
 - scrapy: bench/scrapy_spider.py in bench/.venv-scrapy (created when missing); distinct URLs
           in its JSON-lines feed.
 - single: bench/single_file_crawler.py (aiohttp + uvloop + selectolax, one process).
@@ -51,15 +53,17 @@ from benchlib import BENCH_DIR, WORK_DIR, RunResult, median
 from nginx import Nginx, nginx_version
 from sitegen import ensure_site
 
-PEERS = ("ours", "scrapy", "single", "fetch")
+PEERS = ("ours", "wget2", "scrapy", "single", "fetch")
 LABELS = {
     "ours": "ours (`crawl`)",
+    "wget2": "GNU Wget2 (C, 64 threads)",
     "scrapy": "Scrapy CrawlSpider",
     "single": "single-file aiohttp+selectolax",
     "fetch": "fetch-only (HTTP limit)",
 }
-SHORT_LABELS = {"ours": "ours", "scrapy": "Scrapy", "single": "single-file", "fetch": "fetch-only"}
-CRAWLERS = ("ours", "scrapy", "single")
+SHORT_LABELS = {"ours": "ours", "wget2": "Wget2", "scrapy": "Scrapy", "single": "single-file",
+                "fetch": "fetch-only"}  # fmt: skip
+CRAWLERS = ("ours", "wget2", "scrapy", "single")
 """The peers that discover pages by following links (fetch-only reads a URL list)."""
 SITE_SECTION = "crawl-bench-site"
 EXAMPLES = 5
@@ -239,6 +243,47 @@ def single_peer(seed: str, concurrency: int, max_pages: int | None = None) -> Pe
     return peer
 
 
+def ensure_wget2() -> str:
+    """The wget2 binary; installs Debian's package when it is missing."""
+    found = shutil.which("wget2")
+    if found:
+        return found
+    print("[setup] wget2 is missing: running apt-get update && apt-get install -y wget2")
+    subprocess.run(["apt-get", "update"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "wget2"], check=True)
+    found = shutil.which("wget2")
+    if found is None:
+        raise RuntimeError("apt-get install wget2 did not produce a wget2 binary")
+    return found
+
+
+def wget2_peer(seed: str, concurrency: int) -> Peer:
+    """GNU Wget2 mirroring the site to disk (what a user who only wants the pages runs): its
+    own C HTML scanner for links, no robots.txt (the sites have none), ``concurrency``
+    threads. Counted as the HTML files it wrote."""
+    binary = ensure_wget2()
+    root = seed.rsplit("/", 1)[0] + "/"
+
+    def command(run_dir: Path) -> list[str]:
+        return [binary, "--recursive", "--level=inf", "--no-parent", "--robots=off",
+                f"--max-threads={concurrency}", "--no-verbose", "--no-host-directories",
+                "--directory-prefix", str(run_dir / "mirror"), seed]  # fmt: skip
+
+    def html_files(run_dir: Path) -> list[Path]:
+        mirror = run_dir / "mirror"
+        return [p for p in mirror.rglob("*") if p.is_file() and p.suffix in (".html", ".htm")]
+
+    def urls(run_dir: Path) -> set[str]:
+        mirror = run_dir / "mirror"
+        return {root + quote(p.relative_to(mirror).as_posix()) for p in html_files(run_dir)}
+
+    peer = Peer("wget2", command, lambda d: len(html_files(d)))
+    peer.urls = urls
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    peer.versions["wget2"] = version.split(" - ")[0].removeprefix("GNU Wget2 ").strip()
+    return peer
+
+
 def fetch_peer(urls_txt: Path, concurrency: int) -> Peer:
     script = str(BENCH_DIR / "fetch_only.py")
 
@@ -253,6 +298,8 @@ def build_peers(names: list[str], seed: str, site: Path, args: argparse.Namespac
     for name in names:
         if name == "ours":
             peers.append(ours_peer(seed, args.crawl, ours_values(args)))
+        elif name == "wget2":
+            peers.append(wget2_peer(seed, args.concurrency))
         elif name == "scrapy":
             peers.append(scrapy_peer(seed))
         elif name == "single":
@@ -399,7 +446,7 @@ def ratio_lines(summaries: dict[str, dict[str, float]]) -> list[str]:
         return ["- ratios: `ours` did not run."]
     ours = summaries["ours"]
     lines = []
-    for other in ("scrapy", "fetch", "single"):
+    for other in ("wget2", "scrapy", "fetch", "single"):
         if other in summaries and summaries[other]["pages_per_s"] > 0:
             speed = ours["pages_per_s"] / summaries[other]["pages_per_s"]
             cpu = ours["cpu_s"] / summaries[other]["cpu_s"] if summaries[other]["cpu_s"] else 0
