@@ -1,6 +1,7 @@
 """Side-by-side crawl benchmark against a local nginx serving a synthetic static site.
 
-    python bench/crawl_bench.py [--pages 10000] [--repeat 3] [--only ours,wget2,scrapy,single,fetch]
+    python bench/crawl_bench.py [--pages 10000] [--repeat 3]
+        [--only ours,wget2,crawlee,scrapy,single,fetch]
         [--out bench/CRAWL_RESULTS.draft.md]
     python bench/crawl_bench.py --site-dir /usr/share/doc/python3.11/html [--start index.html]
         [--repeat 3] [--only ...] [--out ...]
@@ -14,6 +15,8 @@ subprocess, alternating peers within each repeat (ours, scrapy, single, fetch, o
           flags that `crawl --help` does not mention are dropped with a note.
 - wget2:  GNU Wget2 (Debian's `wget2`, installed when missing): `wget2 --recursive --level=inf
           --no-parent --robots=off --max-threads=64`, mirroring to disk; its HTML files.
+- crawlee: Crawlee for JavaScript (bench/crawlee_cheerio.mjs: CheerioCrawler, same-origin
+          links, in-memory storage), npm-installed under bench/work/crawlee-js when missing.
 - scrapy: bench/scrapy_spider.py in bench/.venv-scrapy (created when missing); distinct URLs
           in its JSON-lines feed.
 - single: bench/single_file_crawler.py (aiohttp + uvloop + selectolax, one process).
@@ -53,17 +56,20 @@ from benchlib import BENCH_DIR, WORK_DIR, RunResult, median
 from nginx import Nginx, nginx_version
 from sitegen import ensure_site
 
-PEERS = ("ours", "wget2", "scrapy", "single", "fetch")
+PEERS = ("ours", "wget2", "crawlee", "scrapy", "single", "fetch")
 LABELS = {
     "ours": "ours (`crawl`)",
     "wget2": "GNU Wget2 (C, 64 threads)",
+    "crawlee": "Crawlee JS (CheerioCrawler)",
     "scrapy": "Scrapy CrawlSpider",
     "single": "single-file aiohttp+selectolax",
     "fetch": "fetch-only (HTTP limit)",
 }
-SHORT_LABELS = {"ours": "ours", "wget2": "Wget2", "scrapy": "Scrapy", "single": "single-file",
-                "fetch": "fetch-only"}  # fmt: skip
-CRAWLERS = ("ours", "wget2", "scrapy", "single")
+SHORT_LABELS = {"ours": "ours", "wget2": "Wget2", "crawlee": "Crawlee JS", "scrapy": "Scrapy",
+                "single": "single-file", "fetch": "fetch-only"}  # fmt: skip
+CRAWLERS = ("ours", "wget2", "crawlee", "scrapy", "single")
+CRAWLEE_DIR = WORK_DIR / "crawlee-js"
+"""Where the bench installs Crawlee for JavaScript and cheerio with npm."""
 """The peers that discover pages by following links (fetch-only reads a URL list)."""
 SITE_SECTION = "crawl-bench-site"
 EXAMPLES = 5
@@ -284,6 +290,44 @@ def wget2_peer(seed: str, concurrency: int) -> Peer:
     return peer
 
 
+def ensure_crawlee() -> tuple[str, Path]:
+    """(node, the peer's script beside its node_modules): Debian's nodejs and npm when missing,
+    then crawlee 3 and cheerio from npm into ``CRAWLEE_DIR`` (an ES module resolves its imports
+    from its own directory, so the script is copied there)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        print("[setup] node or npm is missing: running apt-get install -y nodejs npm")
+        subprocess.run(["apt-get", "update"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "nodejs", "npm"], check=True)
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise RuntimeError("apt-get install nodejs npm did not produce node and npm")
+    CRAWLEE_DIR.mkdir(parents=True, exist_ok=True)
+    if not (CRAWLEE_DIR / "node_modules" / "crawlee").is_dir():
+        print(f"[setup] npm install crawlee@3 cheerio@1 into {CRAWLEE_DIR}")
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "crawlee@3", "cheerio@1"],
+                       cwd=CRAWLEE_DIR, check=True)  # fmt: skip
+    script = CRAWLEE_DIR / "crawlee_cheerio.mjs"
+    shutil.copyfile(BENCH_DIR / "crawlee_cheerio.mjs", script)
+    return node, script
+
+
+def crawlee_peer(seed: str, concurrency: int) -> Peer:
+    """Crawlee for JavaScript: bench/crawlee_cheerio.mjs (CheerioCrawler, same-origin links,
+    in-memory storage); its page count is the JSON line it prints last."""
+    node, script = ensure_crawlee()
+
+    def command(run_dir: Path) -> list[str]:
+        return [node, str(script), seed, str(concurrency)]
+
+    peer = Peer("crawlee", command, lambda d: count_summary_pages(d / "output.log"))
+    package = CRAWLEE_DIR / "node_modules" / "crawlee" / "package.json"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        peer.versions["crawlee"] = json.loads(package.read_text())["version"]
+    peer.versions["node"] = subprocess.run([node, "--version"], capture_output=True,
+                                           text=True).stdout.strip()  # fmt: skip
+    return peer
+
+
 def fetch_peer(urls_txt: Path, concurrency: int) -> Peer:
     script = str(BENCH_DIR / "fetch_only.py")
 
@@ -300,6 +344,8 @@ def build_peers(names: list[str], seed: str, site: Path, args: argparse.Namespac
             peers.append(ours_peer(seed, args.crawl, ours_values(args)))
         elif name == "wget2":
             peers.append(wget2_peer(seed, args.concurrency))
+        elif name == "crawlee":
+            peers.append(crawlee_peer(seed, args.concurrency))
         elif name == "scrapy":
             peers.append(scrapy_peer(seed))
         elif name == "single":
@@ -446,7 +492,7 @@ def ratio_lines(summaries: dict[str, dict[str, float]]) -> list[str]:
         return ["- ratios: `ours` did not run."]
     ours = summaries["ours"]
     lines = []
-    for other in ("wget2", "scrapy", "fetch", "single"):
+    for other in ("wget2", "crawlee", "scrapy", "fetch", "single"):
         if other in summaries and summaries[other]["pages_per_s"] > 0:
             speed = ours["pages_per_s"] / summaries[other]["pages_per_s"]
             cpu = ours["cpu_s"] / summaries[other]["cpu_s"] if summaries[other]["cpu_s"] else 0
