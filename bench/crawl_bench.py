@@ -156,25 +156,6 @@ def command_python(cmd: list[str]) -> str:
     return first[2:].strip() if first.startswith("#!") else sys.executable
 
 
-def prepare_ours(python: str) -> None:
-    """Leave the repository's crawler as `pip install .` and a first crawl would: bytecode
-    compiled, numba kernels in their cache. Run from a fresh clone, it would otherwise compile
-    its ~60 modules from source in every run where `PYTHONDONTWRITEBYTECODE` is set (~0.1 s
-    a crawl), and the first run would also compile the kernels (~15 s); Scrapy's venv is
-    installed, so compiled, already."""
-    env = benchlib.repo_env()
-    packages = [str(benchlib.REPO_DIR / name) for name in ("crawler", "parsers", "storage")]
-    steps = [
-        [python, "-m", "compileall", "-q", *packages],
-        [python, "-c", "import parsers.preload"],
-    ]
-    for step in steps:
-        done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            print(f"[ours] WARNING: {' '.join(step[1:3])} failed: {done.stderr.strip()[-300:]}")
-    print("[ours] prepared: bytecode compiled, numba kernels cached (as an install would)")
-
-
 def ours_peer(seed: str, crawl_cmd: str | None, values: dict[str, str | None]) -> Peer | None:
     """Our `crawl` with the flags in `values` (None: a bare switch) that its --help mentions.
 
@@ -197,7 +178,7 @@ def ours_peer(seed: str, crawl_cmd: str | None, values: dict[str, str | None]) -
             cmd += [flag] if value is None else [flag, value]
         return cmd
 
-    prepare_ours(command_python(crawl))
+    benchlib.prepare_ours(command_python(crawl))
     peer = Peer("ours", command, lambda d: count_db_pages(d / "crawl.db"), env=benchlib.repo_env())
     peer.urls = lambda d: db_urls(d / "crawl.db")
     peer.versions = {"crawler": benchlib.venv_package_version(command_python(crawl), "crawler")}

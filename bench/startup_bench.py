@@ -11,6 +11,9 @@ the numba cache if it is cold):
   main process). `--delay 0`: by default the page would wait the politeness delay (1 s)
   after the robots.txt request to the same host, which is not start-up cost.
 The crawl figure is the whole process, from exec to exit: what cron or a shell waits for.
+Before each run the bench waits for the last run's search-index warmer (a detached process a
+crawl's end starts, ``crawler.relevance.warm``), which would take a core from it; the
+bytecode is compiled and the numba cache filled first (``benchlib.prepare_ours``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def warmer_running() -> bool:
+    """Whether a search-index warmer (``python -m crawler.relevance.warmer``) is running."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if b"crawler.relevance.warmer" in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:  # not a process, or gone
+            continue
+    return False
+
+
 def timed(cmd: list[str], repeat: int, cwd: Path, fresh_db: Path | None = None) -> list[float]:
     """Wall seconds of `repeat` runs of `cmd` after one unmeasured run."""
     times = []
@@ -51,6 +65,8 @@ def timed(cmd: list[str], repeat: int, cwd: Path, fresh_db: Path | None = None) 
         if fresh_db is not None:
             for suffix in ("", "-wal", "-shm", ".lock"):
                 Path(f"{fresh_db}{suffix}").unlink(missing_ok=True)
+        while warmer_running():  # the last run's index warmer (detached, after its exit)
+            time.sleep(0.05)
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=cwd, env=benchlib.repo_env(), capture_output=True)
         elapsed = time.perf_counter() - start
@@ -70,6 +86,7 @@ def main() -> int:
     crawl = benchlib.find_crawl_command(args.crawl)
     if crawl is None:
         raise SystemExit("no crawl command found")
+    benchlib.prepare_ours(sys.executable)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/"

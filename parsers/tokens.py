@@ -18,7 +18,6 @@ Invariants:
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -26,7 +25,20 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from parsers.terms import fnv1a32, query_token_ids, reference_tokenize, token_bytes, token_id
+from parsers.terms import (
+    BLOB_HEADER,
+    BLOB_MAGIC,
+    BLOB_VERSION,
+    FLAG_U8_COUNTS,
+    FLAG_U16_COUNTS,
+    SIMHASH_TOKENS,
+    fnv1a32,
+    mix64,
+    query_token_ids,
+    reference_tokenize,
+    token_bytes,
+    token_id,
+)
 from parsers.terms import utf8 as _utf8
 
 __all__ = [
@@ -372,30 +384,21 @@ def simhash64(ids: npt.NDArray[np.uint32], counts: npt.NDArray[np.uint32]) -> in
     return int(_simhash64(ids, counts))
 
 
-def simhash_text(text: str, max_tokens: int = 4096) -> int:
+def simhash_text(text: str, max_tokens: int = SIMHASH_TOKENS) -> int:
     """64-bit SimHash of ``text``'s word 3-grams (its first ``max_tokens`` tokens), unsigned.
 
     Texts of fewer than 3 tokens hash to 0."""
     return tokenize_and_simhash(text, max_tokens)[1]
 
 
-def _mix64_py(x: int) -> int:
-    """``_mix64`` in plain Python (splitmix64's finaliser, 64-bit wrap-around)."""
-    mask = 0xFFFFFFFFFFFFFFFF
-    z = (x + 0x9E3779B97F4A7C15) & mask
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    return z ^ (z >> 31)
-
-
-def reference_simhash(text: str, max_tokens: int = 4096) -> int:
+def reference_simhash(text: str, max_tokens: int = SIMHASH_TOKENS) -> int:
     """Plain-Python SimHash the numba kernel must equal: each 3-gram of consecutive token
     ids (a, b, c) among the first ``max_tokens`` tokens is mixed into 64 bits; a bit of the
     result is set when more than half of the shingles set it."""
     mask = 0xFFFFFFFFFFFFFFFF
     ids = [fnv1a32(t) for t in token_bytes(text)[:max_tokens]]
     shingles = [
-        _mix64_py(((a << 32) ^ ((b * 0xBF58476D1CE4E5B9) & mask) ^ c) & mask)
+        mix64(((a << 32) ^ ((b * 0xBF58476D1CE4E5B9) & mask) ^ c) & mask)
         for a, b, c in zip(ids, ids[1:], ids[2:], strict=False)  # the windows of 3
     ]
     out = 0
@@ -405,7 +408,7 @@ def reference_simhash(text: str, max_tokens: int = 4096) -> int:
     return out
 
 
-def tokenize_and_simhash(text: str, max_tokens: int = 4096) -> tuple[TokenCounts, int]:
+def tokenize_and_simhash(text: str, max_tokens: int = SIMHASH_TOKENS) -> tuple[TokenCounts, int]:
     """``(tokenize(text), simhash_text(text, max_tokens))`` in one pass over the text."""
     data = np.frombuffer(_utf8(text), dtype=np.uint8)
     ids, counts, total, simhash, _, _ = _terms(data, _FOLD, max_tokens, _NO_QUERY)
@@ -426,7 +429,11 @@ class PageTerms(NamedTuple):
 
 
 def page_terms(
-    text: str, query: tuple[int, ...] = (), max_tokens: int = 4096, *, utf8: bytes | None = None
+    text: str,
+    query: tuple[int, ...] = (),
+    max_tokens: int = SIMHASH_TOKENS,
+    *,
+    utf8: bytes | None = None,
 ) -> PageTerms:
     """``encode_counts(tokenize(text))``, ``simhash_text``, and ``term_counts`` of the
     ``query`` ids, from one kernel call: what a parse worker computes for every page.
@@ -444,17 +451,15 @@ def hamming64(a: int, b: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# binary form: header, ids (<u4 x n), counts (u1, <u2 or <u4 x n: the narrowest that holds
-# the largest count)
+# binary form (``parsers.terms.BLOB_HEADER``): header, ids (<u4 x n), counts (u1, <u2 or <u4
+# x n: the narrowest that holds the largest count)
 
-_MAGIC = b"TK"
-_VERSION = 1
-_FLAG_U16_COUNTS = 1
-_FLAG_U8_COUNTS = 2
-"""Counts of one byte each: most pages' largest count is under 256 (the benchmark site's
-blob 7.6 -> 6.3 KB a page, which every page's trip to the store and its row carry)."""
+_MAGIC = BLOB_MAGIC
+_VERSION = BLOB_VERSION
+_FLAG_U16_COUNTS = FLAG_U16_COUNTS
+_FLAG_U8_COUNTS = FLAG_U8_COUNTS
 _COUNT_DTYPES = {_FLAG_U8_COUNTS: "u1", _FLAG_U16_COUNTS: "<u2", 0: "<u4"}
-_HEADER = struct.Struct("<2sBBIQ")  # magic, version, flags, n distinct, total tokens
+_HEADER = BLOB_HEADER
 
 
 def encode_counts(tc: TokenCounts) -> bytes:

@@ -45,6 +45,7 @@ from crawler.settings import Settings
 from parsers.html import RankedMemo, parse_document, ranked_new_links, resolve_each
 from parsers.page import Page, ParseJob, same_content
 from parsers.priority import page_relevance
+from parsers.terms import plain_terms
 from parsers.worker import text_terms
 from storage.base import PageRecord
 
@@ -59,6 +60,10 @@ HERE_MAX_BYTES = 256 << 10
 """Bodies up to this are parsed in this process while no worker is up (a few ms of the
 event loop a page; a service running the crawl on its own loop would feel more); bigger
 ones, and pages whose shape makes the parser slow (``costly``), wait for a worker."""
+PLAIN_TERMS_MAX_CHARS = 16 << 10
+"""A page parsed here with at most this much text has its terms computed here too, in
+plain Python (``plain_terms``, linear in the text), while no worker is up: a short crawl then
+never waits for the workers' start; longer texts wait for a worker's kernels."""
 
 
 class Pages:
@@ -177,8 +182,8 @@ class Pages:
 
     async def _parse_in_process(self, job: ParseJob, template: str) -> Page:
         """No parse worker is up yet (they start in the crawl's first fraction of a second,
-        while this process is mostly idle): parse the page here, all but the terms of its
-        text, which need numba (a worker computes them when one is up). Its links are
+        while this process is mostly idle): parse the page here, and the terms of a short
+        text too (``plain_terms``; a longer one's wait for a worker's kernels). Its links are
         offered at once, so that their fetches and parses overlap the workers' start; with a
         query, at priorities from the page's query words counted here in plain Python
         (``Focus.count_here``; the worker's counts are the same) and with a memo as a
@@ -207,7 +212,10 @@ class Pages:
             self._admission.follow(page.followable, job.depth + 1, None, None, closed)
         page.follow = ()  # offered: the later ``follow`` has nothing to do
         try:
-            terms = await self._pool.call(text_terms, page.text, job.query_ids)
+            if len(page.text) <= PLAIN_TERMS_MAX_CHARS and not self._pool.ready:
+                terms = plain_terms(page.text, job.query_ids)
+            else:
+                terms = await self._pool.call(text_terms, page.text, job.query_ids)
         except (CrawlerError, BrokenProcessPool):  # the pool's, as for a worker's parse
             raise
         except Exception as exc:  # raised by ``text_terms``: a page's failure there too

@@ -22,12 +22,14 @@ fails, ``ensure_running`` starts it the usual way.
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import logging
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.spawn
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -74,10 +76,31 @@ def prestart(main: bool = True, *, by_fork: bool = False) -> None:
 
         context(main)
         try:
-            if not (by_fork and _fork_server_by_fork()):
+            if by_fork and _fork_server_by_fork():
+                atexit.register(_end_fork_server)
+            else:
                 forkserver.ensure_running()
         except OSError as exc:  # the pool tries again, and reports a real failure itself
             log.debug("fork server did not start early: %s", exc)
+
+
+def _end_fork_server() -> None:
+    """At the exit of the process that forked the fork server (the ``crawl`` command): end
+    it now. A crawl shorter than its preload (a one-page crawl) exits without waiting for it
+    (``crawler.pool.workers.start_in_daemon_thread``), and the fork server would otherwise
+    finish preloading (~0.3 s of a core) before it sees this process gone. Its workers are
+    not its children to end: multiprocessing's exit ends them (and each exits at the end of
+    file on its pipe)."""
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # this process's child: reaped here
+    server._forkserver_pid = None
 
 
 _MAIN_NAMES = ("__main__", "__mp_main__")
@@ -251,7 +274,6 @@ def _tracker_by_fork() -> bool:
     the same signal mask at the start; what the child holds of this process's files at that
     point (stdin, stdout, stderr) is what the spawned tracker held (``main`` closes stdin
     and stdout)."""
-    import signal
     from multiprocessing import resource_tracker
 
     tracker: Any = resource_tracker._resource_tracker

@@ -55,7 +55,16 @@ from crawler.errors import CrawlerError, ParseError, ParseTimeout
 from crawler.pool.forkserver import context as _context
 from crawler.pool.forkserver import without_main
 from crawler.pool.here import IN_PROCESS_WHY, run_here
-from crawler.pool.workers import Reply, ReplyReader, Request, Worker, join, load, widen_pipe
+from crawler.pool.workers import (
+    Reply,
+    ReplyReader,
+    Request,
+    Worker,
+    join,
+    load,
+    start_in_daemon_thread,
+    widen_pipe,
+)
 from parsers import wire
 from parsers.page import Page, ParseFailure, ParseJob
 from parsers.ring import HEADER_BYTES as RING_HEADER_BYTES
@@ -65,11 +74,6 @@ from parsers.worker import parse_batch, serve
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-_START_WAIT_S = 10.0
-"""How long a closing pool waits for workers still being forked (the fork server's
-preload is ~0.4 s when it is new)."""
 
 
 RING_BYTES = 4 << 20
@@ -153,10 +157,8 @@ class ParsePool:
         for waiter in self._waiters:
             waiter.cancel()
         closed = CrawlerError("parse pool is closed")
-        if self._starting:
-            # A worker being forked is let come up (its thread cannot be stopped) and is
-            # then closed and joined like the others: cancelling would leave it unjoined.
-            await asyncio.wait(set(self._starting), timeout=_START_WAIT_S)
+        # A worker still starting is not waited for (a short crawl would wait out the fork
+        # server's preload): its start is undone in its thread (``start_in_daemon_thread``).
         for task in self._starting:
             task.cancel()
         for task in list(self._starting):
@@ -359,7 +361,7 @@ class ParsePool:
         # Starting a process blocks until the fork server has preloaded (~0.4 s when it is
         # new) and forked: done in a thread, so the event loop goes on meanwhile.
         try:
-            process, requests, replies, rings = await asyncio.to_thread(self._spawn)
+            process, requests, replies, rings = await start_in_daemon_thread(self._spawn)
         except asyncio.CancelledError:  # the pool is closing
             for request in resend:
                 request.reply(False, CrawlerError("parse pool is closed"))

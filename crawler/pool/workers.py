@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import fcntl
 import multiprocessing
+import threading
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -208,3 +209,51 @@ def join(processes: list[multiprocessing.process.BaseProcess], timeout_s: float 
         if process.exitcode is None:
             process.kill()
             process.join()
+
+
+Spawned = tuple[multiprocessing.process.BaseProcess, Connection, Connection, Any]
+"""A started worker: its process, its request and reply pipes, its rings (or ``None``)."""
+
+
+def start_in_daemon_thread(spawn: Callable[[], Spawned]) -> asyncio.Future[Spawned]:
+    """``spawn()`` (which blocks until the fork server has preloaded and forked, ~0.2-0.4 s
+    at a crawl's start) in a daemon thread: a closing pool need not wait for it, nor does
+    the interpreter's exit, which joins ``asyncio.to_thread``'s threads. A start whose
+    future was cancelled, or whose loop is gone, is undone in the thread: the worker's
+    pipes closed (it exits at their end of file, as an idle worker does) and joined."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Spawned] = loop.create_future()
+
+    def settle(result: Spawned | None, error: BaseException | None) -> None:
+        if future.cancelled():
+            if result is not None:
+                threading.Thread(target=_undo, args=(result,), daemon=True).start()
+        elif error is not None:
+            future.set_exception(error)
+        else:
+            assert result is not None
+            future.set_result(result)
+
+    def run() -> None:
+        try:
+            result = spawn()
+        except BaseException as exc:  # delivered to the awaiting coroutine
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(settle, None, exc)
+            return
+        try:
+            loop.call_soon_threadsafe(settle, result, None)
+        except RuntimeError:  # the loop is closed
+            _undo(result)
+
+    threading.Thread(target=run, name="crawl-parse-start", daemon=True).start()
+    return future
+
+
+def _undo(started: Spawned) -> None:
+    process, requests, replies, rings = started
+    requests.close()
+    replies.close()
+    for ring in rings or ():
+        ring.close()
+    join([process])

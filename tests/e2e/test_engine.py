@@ -289,9 +289,10 @@ def test_pages_parsed_before_the_workers_are_up_are_stored_as_the_workers_store_
 def test_a_failure_of_the_terms_for_a_page_parsed_here_is_the_pages_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A page parsed in the crawl process whose terms fail in the worker is stored as a
-    parse failure, as a worker's failed parse is; the crawl goes on (``int`` stands for a
-    ``text_terms`` that raises: ``int(text, ())`` is a ``TypeError``)."""
+    """A page parsed in the crawl process whose terms fail (here, or in the worker) is
+    stored as a parse failure, as a worker's failed parse is; the crawl goes on (``int``
+    stands for a ``text_terms`` and a ``plain_terms`` that raise: ``int(text, ())`` is a
+    ``TypeError``)."""
     spawn = ParsePool._spawn
 
     def slow_spawn(pool: ParsePool) -> Any:
@@ -300,6 +301,7 @@ def test_a_failure_of_the_terms_for_a_page_parsed_here_is_the_pages_alone(
 
     monkeypatch.setattr(ParsePool, "_spawn", slow_spawn)
     monkeypatch.setattr(pages_module, "text_terms", int)
+    monkeypatch.setattr(pages_module, "plain_terms", int)
     db = str(tmp_path / "c.db")
     with SiteServer() as server:
         LinkGraph(100, stable=True).serve(server)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.terms import fnv1a32, token_bytes, utf8
+from parsers.terms import fnv1a32, plain_terms, token_bytes, utf8
 from parsers.tokens import (
     _FOLD,
     TokenCounts,
@@ -155,6 +155,28 @@ def test_page_terms_equal_the_separate_functions(text: str, words: list[str]) ->
     assert terms.simhash == simhash == reference_simhash(text)
     assert terms.query_tf == term_counts(counts, query)
     assert terms.query_tf == tuple(reference_tokenize(text).get(q, 0) for q in query)
+
+
+@settings(max_examples=200, deadline=None)
+@given(WORDY, st.lists(st.sampled_from(["a", "ab", "zz", "9", "é", "ß漢", "b"]), max_size=4))
+def test_plain_terms_equal_the_kernel_byte_for_byte(text: str, words: list[str]) -> None:
+    """The crawl process's plain-Python terms (its first pages) are a worker's exactly."""
+    text = text * 3
+    query = tuple(token_id(w) for w in words)
+    terms = page_terms(text, query)
+    assert plain_terms(text, query) == (terms.blob, terms.length, terms.simhash, terms.query_tf)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "a", "a b", "a b c", "x " * 255, "x " * 256, "x " * 65_536 + "y", "w%d " * 3 % (1, 2, 3),
+     " ".join(str(i) for i in range(6_000)), "Ünïcode wörds, ok? \udcff " * 40],
+)  # fmt: skip
+def test_plain_terms_at_the_edges(text: str) -> None:
+    """Counts of 1, 2 and 4 bytes; fewer than 3 tokens (SimHash 0); the SimHash's token
+    cut (4,096); a lone surrogate (encoded with surrogatepass, as the kernel's input is)."""
+    terms = page_terms(text, (token_id("x"), token_id("y")))
+    assert plain_terms(text, (token_id("x"), token_id("y"))) == tuple(terms)
 
 
 @pytest.mark.parametrize("repeats", [255, 256, 65_535, 65_536])

@@ -214,15 +214,36 @@ def test_workers_exit_when_the_pool_closes() -> None:
     assert not [pid for pid in pids if pid is not None and _alive(pid)]
 
 
-def test_a_pool_closed_while_its_workers_start_leaves_none_running() -> None:
-    async def go() -> list[Any]:
-        async with ParsePool(2) as pool:
-            pass  # closed at once: the workers are still being forked
-        return [*pool._killed, *(worker.process for worker in pool._live)]
+def test_a_pool_closed_while_its_workers_start_returns_at_once_and_leaves_none_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short crawl does not wait out the fork server's preload at its close: a worker
+    whose start ends after the close is undone then (its pipes closed, it exits, joined)."""
+    spawn = ParsePool._spawn
+    spawned: list[Any] = []
 
-    processes = asyncio.run(go())
-    assert processes, "the workers being started are closed and joined, not dropped"
-    assert all(process.exitcode is not None for process in processes)
+    def slow_spawn(self: ParsePool) -> Any:
+        time.sleep(1.5)  # a fork server still preloading
+        started = spawn(self)
+        spawned.append(started[0])
+        return started
+
+    monkeypatch.setattr(ParsePool, "_spawn", slow_spawn)
+
+    async def go() -> float:
+        async with ParsePool(2):
+            await asyncio.sleep(0)  # the starts are under way
+            started = time.monotonic()
+        return time.monotonic() - started
+
+    assert asyncio.run(go()) < 1.0
+    deadline = time.monotonic() + 30
+    while len(spawned) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(spawned) == 2, "the workers' starts went on after the close"
+    while any(p.exitcode is None for p in spawned) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(p.exitcode is not None for p in spawned), "a late worker was left running"
 
 
 def _kill_workers(pool: ParsePool) -> None:
