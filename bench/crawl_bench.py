@@ -46,6 +46,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -723,6 +724,7 @@ def main_static(args: argparse.Namespace) -> int:
         peers = build_peers(names, site.seed_url, work, args)
         results = run_all(peers, server, None, args, runs_dir)
         text = static_markdown(args, site, peers, server, results, runs_dir)
+    save_json(args.json, "docs" if "python3" in str(args.site_dir) else "dir", results, args)
     print("\n" + text)
     benchlib.write_section(args.out, SITE_SECTION, text)
     print(f"\nwritten to {args.out}")
@@ -753,11 +755,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--crawl", help='our crawler\'s command, e.g. "python -m crawler"')
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--out", type=Path, default=BENCH_DIR / "CRAWL_RESULTS.draft.md")
+    parser.add_argument("--json", type=Path, help="also write the medians here (results_chart.py)")
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(PEERS)
     if unknown:
         parser.error(f"unknown peers: {', '.join(sorted(unknown))}")
     return args
+
+
+def save_json(
+    path: Path | None, corpus: str, results: dict[str, list[RunResult]], args: argparse.Namespace
+) -> None:
+    """Write this run's medians to ``path`` (for ``results_chart.py``), keeping the peers of an
+    earlier run of the same corpus that this one did not run; each peer says when and by
+    which command it ran, so that a chart of two runs says so."""
+    if path is None:
+        return
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    if data.get("corpus") != corpus:
+        data = {"corpus": corpus, "peers": {}}
+    when = time.strftime("%Y-%m-%d %H:%M")
+    command = "python bench/crawl_bench.py " + " ".join(sys.argv[1:])
+    for name, runs in results.items():
+        if runs:
+            summary = summarize(runs)
+            data["peers"][name] = {
+                "label": SHORT_LABELS[name], "pages_per_s": summary["pages_per_s"],
+                "wall_s": summary["wall_s"], "pages": summary["pages"],
+                "pss_tree_mb": summary["pss_tree_mb"], "rss_tree_mb": summary["rss_tree_mb"],
+                "runs_pages_per_s": [r.pages_per_s for r in runs], "when": when,
+                "command": command, "repeat": args.repeat,
+            }  # fmt: skip
+    data["caption"] = CAPTIONS.get(corpus, str(getattr(args, "site_dir", "")))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"medians written to {path}")
+
+
+CAPTIONS = {
+    "site": "10,040 pages of 22 KB from nginx on loopback, concurrency 64",
+    "docs": "the 527 reachable pages of Debian's python3.11-doc, nginx on loopback",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -775,6 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         peers = build_peers(names, str(site["seed_url"]), site_dir, args)
         results = run_all(peers, server, int(site["expected_urls"]), args)
         text = markdown(args, site, peers, server, results)
+    save_json(args.json, "site", results, args)
     print("\n" + text)
     benchlib.write_section(args.out, "crawl-bench", text)
     print(f"\nwritten to {args.out}")
