@@ -52,6 +52,9 @@ def build_peers(names: list[str], seed: str, args: argparse.Namespace) -> list[P
             "--per-host": str(args.concurrency),
             "--delay": "0",
             "--no-progress": None,
+            # memsite is one endless URL template whose pages say the same: the default
+            # template budget closes it after a few hundred pages, and then nothing is found.
+            "--template-budget": "0",
         }
         ours = ours_peer(seed, args.crawl, values)
         if ours and any("--max-pages" in note for note in ours.notes):

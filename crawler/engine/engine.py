@@ -144,9 +144,8 @@ class Engine:
             counters=self.counters,
             wake=self._wake.set,
         )
-        self._writer = Writer(
-            self._store, self.counters, self._window.take, self._admission.take_skips
-        )
+        self._writer = Writer(self._store, self.counters, self._window.take,
+                              self._admission.take_skips, self._window.waiting)  # fmt: skip
         self._focus = Focus(settings.query, settings.device) if settings.query else None
         self._hold = Hold(self.frontier)
         self._slots = asyncio.Semaphore(settings.concurrency)
@@ -328,6 +327,7 @@ class Engine:
             focus=self._focus,
             counters=self.counters,
             parse_here=self.hooks.extract is None and _usable_cpus() > 1,
+            room=self._writer.room,
         )
         self._discovery = Discovery(
             settings=settings,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from collections.abc import Awaitable, Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
@@ -81,8 +82,12 @@ class Pages:
         focus: Focus | None,
         counters: RunCounters,
         parse_here: bool,
+        room: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._settings = settings
+        self._room = room
+        """Waited on before a page's links are offered (``Writer.room``): the URLs found
+        wait for the store in bounded numbers."""
         self._requests = requests
         self._pool = pool
         self._admission = admission
@@ -173,6 +178,8 @@ class Pages:
                 self._counters.scored.append(band(relevance))
         # A duplicate's links are followed too: relative links of the same bytes at another
         # URL lead elsewhere, and the workers' memo of offered links relies on it.
+        if self._room is not None and page.followable:
+            await self._room()
         self._admission.follow(
             page.followable, job.depth + 1, relevance, page.anchor_hits, closed,
             query_words=len(focus.terms) if focus is not None else 0,
@@ -202,6 +209,8 @@ class Pages:
             duplicate_of = first if first != job.url else None
             closed = self._judge(template, job.url, page.text, None, duplicate_of)
         focus = self._focus
+        if self._room is not None and page.followable:
+            await self._room()
         if focus is not None and job.query_terms and not closed:
             page.query_tf, page.token_length = focus.count_here(page.text)
             links = ranked_new_links(page, job.depth + 1, self._ranked_here)

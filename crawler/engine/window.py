@@ -59,6 +59,10 @@ class Window:
             async for url in store.known_urls():
                 mark_seen(url)
 
+    def waiting(self) -> int:
+        """How many URLs found wait for the store's next write."""
+        return len(self.found)
+
     def take(self) -> list[UrlRecord]:
         """The URLs found since the last call, for the store's next write."""
         found, self.found = self.found, []

@@ -5,11 +5,19 @@ backpressure on memory), the batches (at most ``BATCH`` records, and none waits 
 ``IDLE_S`` after the first of its batch), the run's page counts, and what each write
 carries besides the pages: the URLs found and refused since the last one, so that a page,
 its outlinks and its URL's new state are committed together.
+
+The bounds are in records and in what they weigh: pages that each link to a thousand new
+URLs make a batch of ``BATCH`` pages a quarter of a million URLs to hold and write at once
+(and a queue of ``QUEUE_BYTES`` of their outlinks), so a batch is also written once it
+carries ``FOUND_BATCH`` new URLs, and ``put`` waits while the queue holds ``QUEUE_BYTES`` of
+records or ``FOUND_MAX`` URLs found wait for a write: the page jobs then hold their slots,
+and the crawl fetches no more than the store takes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from crawler.report import RunCounters
@@ -17,6 +25,21 @@ from storage.base import PageRecord, SkipRecord, Store, UrlRecord
 
 BATCH = 256
 IDLE_S = 0.1
+FOUND_BATCH = 50_000
+"""A batch is written once the URLs found since the last write reach this many."""
+FOUND_MAX = 100_000
+"""``put`` waits while more URLs than this wait for a write."""
+QUEUE_BYTES = 16 << 20
+"""``put`` waits while the queued records' text, outlinks and tokens weigh more than this."""
+
+
+WRITE_NOW = object()
+"""Queued by ``room``: the writer writes what it holds at once."""
+
+
+def weight(record: PageRecord) -> int:
+    """What a queued record holds in memory, roughly: its text, outlinks and tokens."""
+    return len(record.text or "") + len(record.links_json) + len(record.tokens or b"")
 
 
 class Writer:
@@ -28,16 +51,43 @@ class Writer:
         counters: RunCounters,
         take_found: Callable[[], list[UrlRecord]],
         take_skips: Callable[[], list[SkipRecord]],
+        found_waiting: Callable[[], int] = lambda: 0,
     ) -> None:
         self._store = store
         self._counters = counters
         self._take_found = take_found
         self._take_skips = take_skips
-        self._records: asyncio.Queue[PageRecord | None] = asyncio.Queue(maxsize=BATCH * 4)
+        self._found_waiting = found_waiting
+        self._records: asyncio.Queue[PageRecord | object | None] = asyncio.Queue(BATCH * 4)
+        self._queued_bytes = 0
+        self._room = asyncio.Event()
+        """Set when a write has made room (``room`` waits on it past a bound)."""
+        self._asked = False
+        """A ``WRITE_NOW`` is in the queue."""
         self.run_id = 0
 
+    def _full(self) -> bool:
+        return self._queued_bytes > QUEUE_BYTES or self._found_waiting() > FOUND_MAX
+
     async def put(self, record: PageRecord) -> None:
+        """Queue ``record``; then, past a bound, wait for a write to make room (``room``)."""
+        self._queued_bytes += weight(record)
         await self._records.put(record)
+        await self.room()
+
+    async def room(self) -> None:
+        """Return once the URLs found and the queued records are within their bounds; past
+        one, ask the writer to write now (a ``WRITE_NOW`` in its queue: a wait always ends,
+        though every page job waits here and none queues a record) and wait for it. A
+        page job waits here before it offers its page's links, so that the URLs found wait
+        for a write in the thousands, not in the hundreds of thousands."""
+        while self._full():
+            if not self._asked:
+                with contextlib.suppress(asyncio.QueueFull):  # full: a write comes anyway
+                    self._records.put_nowait(WRITE_NOW)
+                    self._asked = True
+            self._room.clear()
+            await self._room.wait()
 
     async def close(self) -> None:
         """No more records: ``run`` writes what it holds and returns."""
@@ -62,11 +112,18 @@ class Writer:
                 if record is None:
                     await self.save(batch)
                     return
+                if record is WRITE_NOW:
+                    self._asked = False
+                    await self.save(batch)
+                    flush_at = None
+                    break
+                assert isinstance(record, PageRecord)
                 batch.append(record)
+                self._queued_bytes -= weight(record)
                 self._counters.count_page(
                     record.status, record.error, record.body_bytes, record.unchanged
                 )
-                if len(batch) >= BATCH:
+                if len(batch) >= BATCH or self._found_waiting() >= FOUND_BATCH:
                     await self.save(batch)
                     flush_at = None
                     break
@@ -82,4 +139,7 @@ class Writer:
             pages = batch[:] if batch else []
             if batch:
                 batch.clear()
-            await self._store.save(pages, found, skips, self.run_id)
+            try:
+                await self._store.save(pages, found, skips, self.run_id)
+            finally:
+                self._room.set()

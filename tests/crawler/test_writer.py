@@ -1,0 +1,88 @@
+"""crawler.engine.writer: the bounds on what waits for the store (URLs found, records' bytes),
+against a real SQLite store and, end to end, a crawl of pages that each link to many new URLs."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+import crawler
+from crawler.engine import window as window_module
+from crawler.engine import writer as writer_module
+from crawler.engine.writer import Writer
+from crawler.report import RunCounters
+from crawler.settings import Settings
+from storage.base import UrlRecord
+from storage.sqlite.store import SQLiteStore
+from tests.sites import SiteServer
+
+
+def test_a_wait_for_room_ends_though_no_record_comes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page job may wait in ``room`` before it queues a record: the writer is asked
+    to write what waits (``WRITE_NOW``), and the URLs found are stored."""
+    monkeypatch.setattr(writer_module, "FOUND_MAX", 100)
+    found = [UrlRecord(f"http://e.com/{i}", 1, 0.0, False, "2026-12-04T00:00:00+00:00")
+             for i in range(150)]  # fmt: skip
+
+    def take() -> list[UrlRecord]:
+        taken = found[:]
+        found.clear()
+        return taken
+
+    async def go() -> None:
+        store = SQLiteStore(str(tmp_path / "w.db"))
+        await store.open()
+        try:
+            writer = Writer(store, RunCounters(), take, list, lambda: len(found))
+            writer.run_id = await store.start_run(1, "{}", "2026-12-04T00:00:00+00:00")
+            running = asyncio.create_task(writer.run())
+            await asyncio.wait_for(writer.room(), 10)
+            assert not found
+            await writer.close()
+            await running
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    with sqlite3.connect(tmp_path / "w.db") as conn:
+        assert conn.execute("SELECT count(*) FROM urls WHERE state = 'queued'").fetchone() == (150,)
+
+
+def test_urls_found_wait_for_the_store_in_bounded_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of 200 new links each: no more than the bound plus one page's links wait for a
+    write at any time (without it, 4,000 here: the pages in flight), and every page and
+    every URL found is stored."""
+    monkeypatch.setattr(writer_module, "FOUND_MAX", 600)
+    monkeypatch.setattr(writer_module, "FOUND_BATCH", 300)
+    waiting: list[int] = []
+    take = window_module.Window.take
+
+    def recorded_take(self: window_module.Window) -> list[UrlRecord]:
+        waiting.append(len(self.found))
+        return take(self)
+
+    monkeypatch.setattr(window_module.Window, "take", recorded_take)
+
+    async def page(request: web.Request) -> web.Response:
+        n = request.match_info["tail"].strip("/") or "root"
+        links = "".join(f'<a href="/{n}-{k}">{k}</a>' for k in range(200))
+        return web.Response(text=f"<title>{n}</title>{links}", content_type="text/html")
+
+    db = tmp_path / "links.db"
+    with SiteServer(fallback=page) as site:
+        report = crawler.run([site.url + "/"], Settings(db=str(db), concurrency=32,
+                             per_host=32, delay=0.0, max_pages=60, template_budget=0))  # fmt: skip
+    assert report.pages_ok == 60
+    assert max(waiting) <= 600 + 200, waiting  # the bound, plus the page that crossed it
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM pages").fetchone() == (60,)
+        queued = conn.execute("SELECT count(*) FROM urls WHERE state = 'queued'").fetchone()[0]
+    assert queued >= 59 * 200 - 60  # every link found is stored (less the ones fetched)
