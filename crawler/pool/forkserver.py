@@ -77,6 +77,8 @@ def prestart(main: bool = True, *, by_fork: bool = False) -> None:
         context(main)
         try:
             if by_fork and _fork_server_by_fork():
+                global _release_after_start
+                _release_after_start = _adopt()
                 atexit.register(_end_fork_server)
             else:
                 forkserver.ensure_running()
@@ -91,16 +93,75 @@ def _end_fork_server() -> None:
     finish preloading (~0.3 s of a core) before it sees this process gone. Its workers are
     not its children to end: multiprocessing's exit ends them (and each exits at the end of
     file on its pipe)."""
+    release()
+
+
+_release_after_start = False
+"""Set by ``prestart(by_fork=True)`` where this process adopts its orphans (``_adopt``)."""
+
+
+def release_after_start() -> bool:
+    """Whether a pool should end the fork server once its workers are up (``release``): in
+    the ``crawl`` command only, one crawl a process. A process that runs crawl after crawl
+    (a service, the tests) keeps it, and each pool's workers start at once."""
+    return _release_after_start
+
+
+def release() -> None:
+    """End the fork server, if one runs: its memory (the preload, and every page of it that
+    the workers have written to since, which copy-on-write left to it alone) is a fifth of
+    the crawl's whole footprint. A worker started later (one that died, or overran its
+    parse time) gets a new one from ``multiprocessing``, as at the first start: the fields
+    are left as ``ForkServer.ensure_running`` leaves a dead one's. The workers it forked
+    live on, adopted by this process (``_adopt``); ``crawler.pool.workers.kill`` and
+    ``join`` end and reap them by pid, as ``multiprocessing`` no longer can."""
     from multiprocessing import forkserver
 
     server: Any = forkserver._forkserver
-    pid = getattr(server, "_forkserver_pid", None)
-    if pid is None:
+    names = ("_lock", "_forkserver_pid", "_forkserver_alive_fd", "_forkserver_address")
+    if not all(hasattr(server, name) for name in names):
         return
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)  # this process's child: reaped here
-    server._forkserver_pid = None
+    with server._lock:
+        pid = server._forkserver_pid
+        if pid is None:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)  # this process's child (forked, or spawned by multiprocessing)
+        with contextlib.suppress(OSError, TypeError):
+            os.close(server._forkserver_alive_fd)
+        server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+        global _released
+        _released = True
+
+
+_released = False
+
+
+def released() -> bool:
+    """Whether a fork server of this process was ended (``release``): since then, some
+    workers may be adopted ones."""
+    return _released
+
+
+def _adopt() -> bool:
+    """Make this process the parent of its orphaned descendants (Linux's child subreaper):
+    the workers, once their fork server has ended, stay this process's children (for the
+    process tree a user or a benchmark sees, and for their exit status); ``False`` where
+    that cannot be done."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 _MAIN_NAMES = ("__main__", "__mp_main__")

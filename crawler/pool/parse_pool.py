@@ -53,7 +53,8 @@ from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseError, ParseTimeout
 from crawler.pool.forkserver import context as _context
-from crawler.pool.forkserver import without_main
+from crawler.pool.forkserver import release as release_fork_server
+from crawler.pool.forkserver import release_after_start, without_main
 from crawler.pool.here import IN_PROCESS_WHY, run_here
 from crawler.pool.workers import (
     Reply,
@@ -61,6 +62,7 @@ from crawler.pool.workers import (
     Request,
     Worker,
     join,
+    kill,
     load,
     start_in_daemon_thread,
     widen_pipe,
@@ -109,6 +111,8 @@ class ParsePool:
         """Requests run in this process: from the start (``in_process``), or since the
         workers failed (``_fail``)."""
         self._killed: list[multiprocessing.process.BaseProcess] = []
+        self._released = False
+        """The fork server was ended once the first workers were up (``release``)."""
         """Workers ended out of turn (killed for time, or up after the close began),
         joined at the close."""
         self._ring_bytes = ring_bytes
@@ -167,7 +171,7 @@ class ParsePool:
         workers, self._live = self._live, []
         for worker in workers:
             if worker.outstanding:  # busy: nobody waits for it (a parse may take long)
-                worker.process.kill()
+                kill(worker.process)
             worker.close()  # end of file on its request pipe: an idle worker exits
             for request in worker.outstanding:
                 request.reply(False, closed)
@@ -327,7 +331,7 @@ class ParsePool:
         if worker.dead or not worker.outstanding or self._closing:
             return
         worker.dead = True  # a kill of ours, not a death: ``_lost`` does nothing more
-        worker.process.kill()
+        kill(worker.process)
         self._killed.append(worker.process)
         worker.close()
         if worker in self._live:
@@ -356,6 +360,9 @@ class ParsePool:
             if not self._coming and self._live and not self._closing:  # the last one up
                 while self._waiting:
                     min(self._live, key=load).send(self._waiting.popleft())
+                if not self._released and release_after_start():
+                    self._released = True  # once: a worker started later keeps its server
+                    release_fork_server()
 
     async def _bring_up(self, resend: deque[Request]) -> None:
         # Starting a process blocks until the fork server has preloaded (~0.4 s when it is
@@ -382,7 +389,7 @@ class ParsePool:
             worker.close()
             requests.close()
             replies.close()
-            process.kill()
+            kill(process)
             raise
         if self._closing:
             worker.close()  # end of file: it exits, and is joined at the close

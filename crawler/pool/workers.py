@@ -13,12 +13,16 @@ import asyncio
 import contextlib
 import fcntl
 import multiprocessing
+import os
+import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from crawler.pool.forkserver import released
 from parsers import wire
 from parsers.ring import Ring
 
@@ -203,12 +207,45 @@ def load(worker: Worker) -> int:
 
 
 def join(processes: list[multiprocessing.process.BaseProcess], timeout_s: float = 10.0) -> None:
-    """Wait for workers to finish their request and exit; kill the ones that do not."""
+    """Wait for workers to finish their request and exit; kill the ones that do not. An
+    adopted worker (its fork server ended: ``crawler.pool.forkserver.release``), whose
+    ``exitcode`` multiprocessing can no longer know, is waited for by its pid."""
+    deadline = time.monotonic() + timeout_s
     for process in processes:
-        process.join(timeout_s)
-        if process.exitcode is None:
-            process.kill()
+        process.join(max(0.0, deadline - time.monotonic()))
+        if _adopted(process):
+            while _adopted(process) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if _adopted(process):
+                kill(process)
+        elif process.exitcode is None:
+            kill(process)
             process.join()
+
+
+def kill(process: multiprocessing.process.BaseProcess) -> None:
+    """SIGKILL a worker: through multiprocessing while its fork server runs, else (adopted:
+    multiprocessing takes it for gone once its server's status pipe closed) by its pid,
+    which stays its own while it is this process's unreaped child."""
+    process.kill()
+    if _adopted(process):
+        assert process.pid is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(process.pid, 0)
+
+
+def _adopted(process: multiprocessing.process.BaseProcess) -> bool:
+    """Whether ``process`` is a living child of this process that its fork server forked
+    (a worker adopted once the server ended); reaps it if it has exited."""
+    if process.pid is None or not released():  # before: no worker is this process's child
+        return False
+    try:
+        pid, _ = os.waitpid(process.pid, os.WNOHANG)
+    except ChildProcessError:  # not this process's child (its fork server's), or reaped
+        return False
+    return pid == 0
 
 
 Spawned = tuple[multiprocessing.process.BaseProcess, Connection, Connection, Any]

@@ -407,6 +407,37 @@ def test_a_page_the_parser_takes_long_on_is_abandoned(db_path: str) -> None:
     assert report.status == "finished" and report.elapsed_s < 15
 
 
+def test_the_crawl_command_abandons_a_slow_parse_after_its_fork_server_ended(
+    tmp_path: Path,
+) -> None:
+    """The same in the ``crawl`` command, which ends its fork server once its workers are up
+    (``crawler.pool.forkserver.release``): the overrunning worker, adopted by the crawl, is
+    still killed and replaced (from a new fork server), and the crawl ends on time."""
+    nested = b"<html><body>" + b"<div>" * 80_000 + b'<a href="/never">x</a>'
+    db = tmp_path / "cli.db"
+    with SiteServer() as site:
+        site.routes = {
+            "/robots.txt": NO_ROBOTS,
+            "/": html_handler(anchors("/nested", *(f"/p{i}" for i in range(20)))),
+            "/nested": typed(nested, "text/html"),
+        }
+        site.fallback = html_handler("<title>fine</title><p>a fine page</p>")
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(site.url + "/\n")
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "crawler", str(seeds), "--db", str(db), "--delay", "0",
+             "--parse-timeout", "1", "--max-time", "20", "--no-progress", "-q"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    errors = dict(rows(str(db), "SELECT url, error FROM pages WHERE error IS NOT NULL"))
+    assert errors == {site.url + "/nested": "parse-timeout"}
+    assert rows(str(db), "SELECT count(*) FROM pages WHERE title = 'fine'") == [(20,)]
+    assert elapsed < 15
+
+
 def test_a_charset_python_knows_but_browsers_do_not_is_not_used(db_path: str) -> None:
     """``charset=punycode`` (a quadratic decoder) is no WHATWG label: the page is decoded
     as a browser would, at once, and its links are found."""
