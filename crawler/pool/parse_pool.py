@@ -466,6 +466,7 @@ class ParsePool:
         if self._closing or worker not in self._live:
             return
         self._live.remove(worker)
+        self._killed.append(worker.process)  # joined at the close (an adopted one: reaped)
         with contextlib.suppress(Exception):
             worker.process.join(0.05)  # its exit code, for the log (a rare path)
         outstanding = worker.outstanding
