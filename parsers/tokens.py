@@ -33,9 +33,9 @@ from parsers.terms import (
     FLAG_U16_COUNTS,
     SIMHASH_TOKENS,
     fnv1a32,
-    mix64,
     query_token_ids,
     reference_tokenize,
+    shingle_simhash,
     token_bytes,
     token_id,
 )
@@ -392,20 +392,10 @@ def simhash_text(text: str, max_tokens: int = SIMHASH_TOKENS) -> int:
 
 
 def reference_simhash(text: str, max_tokens: int = SIMHASH_TOKENS) -> int:
-    """Plain-Python SimHash the numba kernel must equal: each 3-gram of consecutive token
-    ids (a, b, c) among the first ``max_tokens`` tokens is mixed into 64 bits; a bit of the
-    result is set when more than half of the shingles set it."""
-    mask = 0xFFFFFFFFFFFFFFFF
-    ids = [fnv1a32(t) for t in token_bytes(text)[:max_tokens]]
-    shingles = [
-        mix64(((a << 32) ^ ((b * 0xBF58476D1CE4E5B9) & mask) ^ c) & mask)
-        for a, b, c in zip(ids, ids[1:], ids[2:], strict=False)  # the windows of 3
-    ]
-    out = 0
-    for bit in range(64):
-        if 2 * sum((x >> bit) & 1 for x in shingles) > len(shingles):
-            out |= 1 << bit
-    return out
+    """Plain-Python SimHash the numba kernel must equal (``parsers.terms.shingle_simhash``
+    of the first ``max_tokens`` token ids): each 3-gram of consecutive ids is mixed into 64
+    bits; a bit of the result is set when more than half of the shingles set it."""
+    return shingle_simhash([fnv1a32(t) for t in token_bytes(text)[:max_tokens]])
 
 
 def tokenize_and_simhash(text: str, max_tokens: int = SIMHASH_TOKENS) -> tuple[TokenCounts, int]:

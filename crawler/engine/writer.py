@@ -9,9 +9,9 @@ its outlinks and its URL's new state are committed together.
 The bounds are in records and in what they weigh: pages that each link to a thousand new
 URLs make a batch of ``BATCH`` pages a quarter of a million URLs to hold and write at once
 (and a queue of ``QUEUE_BYTES`` of their outlinks), so a batch is also written once it
-carries ``FOUND_BATCH`` new URLs, and ``put`` waits while the queue holds ``QUEUE_BYTES`` of
-records or ``FOUND_MAX`` URLs found wait for a write: the page jobs then hold their slots,
-and the crawl fetches no more than the store takes.
+carries ``FOUND_BATCH`` new URLs, and a page job waits (``room``) while the queue holds
+``QUEUE_BYTES`` of records or ``FOUND_MAX`` URLs found wait for a write: the page jobs then
+hold their slots, and the crawl fetches no more than the store takes.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ IDLE_S = 0.1
 FOUND_BATCH = 50_000
 """A batch is written once the URLs found since the last write reach this many."""
 FOUND_MAX = 100_000
-"""``put`` waits while more URLs than this wait for a write."""
+"""``room`` waits while more URLs than this wait for a write."""
 QUEUE_BYTES = 16 << 20
-"""``put`` waits while the queued records' text, outlinks and tokens weigh more than this."""
+"""``room`` waits while the queued records' text, outlinks and tokens weigh more than this."""
 
 
 WRITE_NOW = object()

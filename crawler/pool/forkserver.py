@@ -79,21 +79,11 @@ def prestart(main: bool = True, *, by_fork: bool = False) -> None:
             if by_fork and _fork_server_by_fork():
                 global _release_after_start
                 _release_after_start = _adopt()
-                atexit.register(_end_fork_server)
+                atexit.register(release)  # see there
             else:
                 forkserver.ensure_running()
         except OSError as exc:  # the pool tries again, and reports a real failure itself
             log.debug("fork server did not start early: %s", exc)
-
-
-def _end_fork_server() -> None:
-    """At the exit of the process that forked the fork server (the ``crawl`` command): end
-    it now. A crawl shorter than its preload (a one-page crawl) exits without waiting for it
-    (``crawler.pool.workers.start_in_daemon_thread``), and the fork server would otherwise
-    finish preloading (~0.3 s of a core) before it sees this process gone. Its workers are
-    not its children to end: multiprocessing's exit ends them (and each exits at the end of
-    file on its pipe)."""
-    release()
 
 
 _release_after_start = False
@@ -114,7 +104,12 @@ def release() -> None:
     parse time) gets a new one from ``multiprocessing``, as at the first start: the fields
     are left as ``ForkServer.ensure_running`` leaves a dead one's. The workers it forked
     live on, adopted by this process (``_adopt``); ``crawler.pool.workers.kill`` and
-    ``join`` end and reap them by pid, as ``multiprocessing`` no longer can."""
+    ``join`` end and reap them by pid, as ``multiprocessing`` no longer can.
+
+    The ``crawl`` command also calls it at its exit: a crawl shorter than the preload (one
+    page) does not wait for it (``crawler.pool.workers.start_in_daemon_thread``), and the
+    fork server would otherwise finish preloading, a core's fraction of a second, for
+    nobody."""
     from multiprocessing import forkserver
 
     server: Any = forkserver._forkserver

@@ -386,18 +386,24 @@ def test_a_sitemap_nested_millions_deep_is_cut_short(db_path: str) -> None:
     assert report.status == "finished" and report.reason == "done"
 
 
+def serve_a_slow_parse(site: SiteServer) -> None:
+    """``/`` links to ``/nested`` (80,000 nested elements: lexbor is quadratic in nesting,
+    and its one link ``/never`` is never reached) and to 20 fine pages."""
+    nested = b"<html><body>" + b"<div>" * 80_000 + b'<a href="/never">x</a>'
+    site.routes = {
+        "/robots.txt": NO_ROBOTS,
+        "/": html_handler(anchors("/nested", *(f"/p{i}" for i in range(20)))),
+        "/nested": typed(nested, "text/html"),
+    }
+    site.fallback = html_handler("<title>fine</title><p>a fine page</p>")
+
+
 def test_a_page_the_parser_takes_long_on_is_abandoned(db_path: str) -> None:
     """80,000 nested elements (lexbor is quadratic in nesting): the page is stored as
     ``parse-timeout``, its worker replaced, the rest of the crawl parsed as usual, and
     ``--max-time`` holds."""
-    nested = b"<html><body>" + b"<div>" * 80_000 + b'<a href="/never">x</a>'
     with SiteServer() as site:
-        site.routes = {
-            "/robots.txt": NO_ROBOTS,
-            "/": html_handler(anchors("/nested", *(f"/p{i}" for i in range(20)))),
-            "/nested": typed(nested, "text/html"),
-        }
-        site.fallback = html_handler("<title>fine</title><p>a fine page</p>")
+        serve_a_slow_parse(site)
         report = crawl([site.url + "/"], db_path, parse_timeout=1.0, max_time=20.0)
     errors = dict(rows(db_path, "SELECT url, error FROM pages WHERE error IS NOT NULL"))
     assert errors == {site.url + "/nested": "parse-timeout"}
@@ -413,15 +419,9 @@ def test_the_crawl_command_abandons_a_slow_parse_after_its_fork_server_ended(
     """The same in the ``crawl`` command, which ends its fork server once its workers are up
     (``crawler.pool.forkserver.release``): the overrunning worker, adopted by the crawl, is
     still killed and replaced (from a new fork server), and the crawl ends on time."""
-    nested = b"<html><body>" + b"<div>" * 80_000 + b'<a href="/never">x</a>'
     db = tmp_path / "cli.db"
     with SiteServer() as site:
-        site.routes = {
-            "/robots.txt": NO_ROBOTS,
-            "/": html_handler(anchors("/nested", *(f"/p{i}" for i in range(20)))),
-            "/nested": typed(nested, "text/html"),
-        }
-        site.fallback = html_handler("<title>fine</title><p>a fine page</p>")
+        serve_a_slow_parse(site)
         seeds = tmp_path / "seeds.txt"
         seeds.write_text(site.url + "/\n")
         started = time.monotonic()
