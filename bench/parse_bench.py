@@ -101,8 +101,8 @@ def main() -> None:
 def stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
     """The steps of ``html.parse_page`` timed one by one (min over ``rounds`` of their total
     over ``jobs``), us a page. Mirrors ``parse_page`` without its rarer branches."""
+    from parsers.native import page_terms
     from parsers.page import content_hash
-    from parsers.tokens import page_terms
 
     best: dict[str, float] = {}
     for _ in range(rounds):

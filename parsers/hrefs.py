@@ -1,4 +1,5 @@
-"""A page's hrefs resolved in one numba call: ``resolve_all``.
+"""The kernel that resolves a page's hrefs in one call: ``_resolve_all``, which
+``parsers.native.resolve_all`` calls.
 
 ``parsers.links.Resolver.resolve`` is Python an href: for a page of many links, a large
 share of a parse worker's time on the benchmark site. Most hrefs take its string
@@ -10,7 +11,8 @@ kernel also does what ``parsers.links._fast_absolute`` does for absolute URLs to
 and answers ``None`` for any other scheme than http(s) (``mailto:``, ``javascript:``), as ada
 would.
 
-Worker-side only (it imports numba): the crawl process never imports it.
+Worker-side only (it imports numba): the crawl process never imports it, nor a worker that
+has the kernels compiled ahead of time (``parsers.aot``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 from numba import njit
-
-from parsers.links import Resolver
 
 
 def _table(chars: bytes) -> npt.NDArray[np.uint8]:
@@ -279,25 +279,3 @@ def _resolve_all(buf, count, context, origin_size, directory_size):
             fixed += 1
         pos = end + 1
     return out[:w], fixes[:fixed]
-
-
-def resolve_all(resolver: Resolver, hrefs: list[str]) -> list[str | None]:
-    """``[resolver.resolve(href.strip()) for href in hrefs]``, mostly in one kernel call."""
-    origin = resolver.origin
-    if origin is None or not hrefs:
-        return [resolver.resolve(href.strip()) for href in hrefs]
-    joined = "\n".join(hrefs)
-    if joined.count("\n") != len(hrefs) - 1:  # an href holds a newline
-        return [resolver.resolve(href.strip()) for href in hrefs]
-    directory = resolver.directory
-    context = np.frombuffer(f"{origin}{directory}{resolver.base}".encode("ascii"), np.uint8)
-    buf = np.frombuffer(joined.encode("utf-8", "surrogatepass"), np.uint8)
-    out, fixes = _resolve_all(buf, len(hrefs), context, len(origin), len(directory))
-    urls: list[str | None] = out.tobytes().decode("ascii").split("\n")  # type: ignore[assignment]
-    if fixes.size:
-        for k in fixes.tolist():
-            if k >= 0:
-                urls[k] = resolver.resolve(hrefs[k].strip())
-            else:
-                urls[-k - 1] = None
-    return urls

@@ -304,10 +304,10 @@ def _remove(nodes: list[LexborNode]) -> None:
 
 @functools.cache
 def _kernels() -> tuple[Callable[[Resolver, list[str]], list[str | None]], Callable[..., Any]]:
-    """(``resolve_all``, ``page_terms``): numba, imported where they run (the workers) and
-    looked up once, not at every page."""
-    from parsers.hrefs import resolve_all  # numba: not in the crawl process's own parses
-    from parsers.tokens import page_terms  # numba, likewise
+    """(``resolve_all``, ``page_terms``): the kernels (``parsers.native``), imported where
+    they run (the workers; not the crawl process's own parses, ``parse_document`` with
+    ``resolve_each``) and looked up once, not at every page."""
+    from parsers.native import page_terms, resolve_all
 
     return resolve_all, page_terms
 

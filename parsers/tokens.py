@@ -19,7 +19,6 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -40,14 +39,16 @@ from parsers.terms import (
     token_id,
 )
 from parsers.terms import utf8 as _utf8
+from parsers.token_blob import COUNT_DTYPES as _COUNT_DTYPES
+from parsers.token_blob import FOLD as _FOLD
+from parsers.token_blob import NO_QUERY as _NO_QUERY
+from parsers.token_blob import encode_blob as _encode
 
 __all__ = [
-    "PageTerms",
     "TokenCounts",
     "decode_counts",
     "encode_counts",
     "hamming64",
-    "page_terms",
     "query_ids",
     "reference_simhash",
     "reference_tokenize",
@@ -70,20 +71,6 @@ _ONE64 = np.uint64(1)
 _ZERO64 = np.uint64(0)
 _COUNT_SHIFT = np.uint64(32)
 _COUNT_ONE = np.uint64(1 << 32)  # a count of one in a counting table entry (see _count)
-
-
-def _fold_table() -> npt.NDArray[np.uint8]:
-    """Byte -> lower-cased token byte, or 0 for a separator."""
-    table = np.zeros(256, dtype=np.uint8)
-    for c in b"0123456789abcdefghijklmnopqrstuvwxyz":
-        table[c] = c
-    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ":
-        table[c] = c + 32
-    table[0x80:] = np.arange(0x80, 0x100, dtype=np.uint8)
-    return table
-
-
-_FOLD = _fold_table()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -342,9 +329,6 @@ def _terms(data, fold, max_tokens, query):
     return ids, counts, hashes.size, simhash, top, tf
 
 
-_NO_QUERY = np.zeros(0, dtype=np.uint32)
-
-
 # ---------------------------------------------------------------------------------------------
 # public API
 
@@ -405,36 +389,6 @@ def tokenize_and_simhash(text: str, max_tokens: int = SIMHASH_TOKENS) -> tuple[T
     return TokenCounts(ids=ids, counts=counts, length=int(total)), int(simhash)
 
 
-class PageTerms(NamedTuple):
-    """What a parsed page keeps of its text's tokens (``page_terms``)."""
-
-    blob: bytes
-    """``encode_counts`` of the text's bag of words."""
-    length: int
-    """Tokens in the text, with repeats."""
-    simhash: int
-    """``simhash_text`` of the text."""
-    query_tf: tuple[int, ...]
-    """How often each of the query's ids occurs (``term_counts``)."""
-
-
-def page_terms(
-    text: str,
-    query: tuple[int, ...] = (),
-    max_tokens: int = SIMHASH_TOKENS,
-    *,
-    utf8: bytes | None = None,
-) -> PageTerms:
-    """``encode_counts(tokenize(text))``, ``simhash_text``, and ``term_counts`` of the
-    ``query`` ids, from one kernel call: what a parse worker computes for every page.
-    ``utf8``: ``text`` encoded already (``parsers.terms.utf8``), where the caller has it."""
-    data = np.frombuffer(_utf8(text) if utf8 is None else utf8, dtype=np.uint8)
-    wanted = np.array(query, dtype=np.uint32) if query else _NO_QUERY
-    ids, counts, total, simhash, top, tf = _terms(data, _FOLD, max_tokens, wanted)
-    blob = _encode(ids, counts, int(total), int(top))
-    return PageTerms(blob, int(total), int(simhash), tuple(tf.tolist()))
-
-
 def hamming64(a: int, b: int) -> int:
     """Number of differing bits between two 64-bit hashes."""
     return ((a ^ b) & 0xFFFFFFFFFFFFFFFF).bit_count()
@@ -448,7 +402,6 @@ _MAGIC = BLOB_MAGIC
 _VERSION = BLOB_VERSION
 _FLAG_U16_COUNTS = FLAG_U16_COUNTS
 _FLAG_U8_COUNTS = FLAG_U8_COUNTS
-_COUNT_DTYPES = {_FLAG_U8_COUNTS: "u1", _FLAG_U16_COUNTS: "<u2", 0: "<u4"}
 _HEADER = BLOB_HEADER
 
 
@@ -456,16 +409,6 @@ def encode_counts(tc: TokenCounts) -> bytes:
     """Compact little-endian form of ``tc`` for an SQLite BLOB (16-byte header + arrays)."""
     top = int(tc.counts.max()) if tc.ids.size else 0
     return _encode(tc.ids, tc.counts, tc.length, top)
-
-
-def _encode(
-    ids: npt.NDArray[np.uint32], counts: npt.NDArray[np.uint32], length: int, top: int
-) -> bytes:
-    n = int(ids.size)
-    flags = _FLAG_U8_COUNTS if top <= 0xFF else _FLAG_U16_COUNTS if top <= 0xFFFF else 0
-    header = _HEADER.pack(_MAGIC, _VERSION, flags, n, length)
-    narrow = counts.astype(_COUNT_DTYPES[flags], copy=False)
-    return b"".join((header, ids.astype("<u4", copy=False).tobytes(), narrow.tobytes()))
 
 
 def decode_counts(blob: bytes) -> TokenCounts:

@@ -3,8 +3,11 @@ PostgreSQL database (``tests.pg``; skipped where there is no server, failed unde
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +24,12 @@ from tests.sites import LinkGraph, SiteServer  # noqa: E402
 # ranking: a cold cache compiles in the foreground, so each test takes one known path.
 # tests/crawler/relevance/test_scan.py runs the warmer on purpose, in a child process.
 os.environ["CRAWL_NO_BACKGROUND_WARM"] = "1"
+# Parse kernels compiled ahead of time (parsers.aot) only where a test builds them: the rest
+# run numba's JIT, as the first crawl after an install does, whatever this checkout holds.
+# tests/parsers/test_aot.py holds the two to the same results, a crawl's included.
+_KERNELS = tempfile.mkdtemp(prefix="crawl-test-kernels-")  # empty; a test may build there
+atexit.register(shutil.rmtree, _KERNELS, ignore_errors=True)
+os.environ["CRAWL_KERNEL_DIR"] = _KERNELS
 
 
 @pytest.fixture(scope="session")

@@ -59,7 +59,7 @@ from crawler.policy.traps import TemplateBudget, TrapLimits
 from crawler.pool.forkserver import main_importable, main_needed, prestart, unguarded_line
 from crawler.pool.parse_pool import ParsePool
 from crawler.relevance.focus import Focus
-from crawler.relevance.warm import index_after_crawl
+from crawler.relevance.warm import after_crawl
 from crawler.report import CrawledPage, CrawlReport, Progress, ProgressCallback, RunCounters
 from crawler.seeds import parse_seed
 from crawler.settings import Settings
@@ -215,8 +215,8 @@ class Engine:
         lock = RunLock(self.settings.db) if exclusive else contextlib.nullcontext()
         with lock:
             report = await self._run_locked()
-            if exclusive:  # a detached warmer indexes what this run stored (see there)
-                await asyncio.to_thread(index_after_crawl, self.settings.db)
+            # a detached warmer indexes what this run stored, and compiles (see there)
+            await asyncio.to_thread(after_crawl, self.settings.db, exclusive)
             return report
 
     async def _run_locked(self) -> CrawlReport:

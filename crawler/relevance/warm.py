@@ -7,7 +7,8 @@ for the answer itself. ``crawler.relevance.ranking`` asks ``search.kernels_cache
 answers from a scan of the blobs while they are not (``crawler.relevance.scan``), and
 ``start_warming`` runs ``crawler.relevance.warmer`` in a detached process that compiles
 them at idle priority and brings the database's index up to date; the run after it finds both. A
-crawl's end starts one too (``index_after_crawl``) when it left pages to index. One warmer
+crawl's end starts one too (``after_crawl``) when it left pages to index, or when the parse
+kernels are not compiled ahead of time yet (``parsers.aot``, which the warmer builds). One warmer
 at a time per user (``only_warmer``, an ``flock``): two would compile the same code.
 """
 
@@ -24,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+from parsers import aot
 from storage.sqlite.read import read_only_uri
 
 log = logging.getLogger(__name__)
@@ -52,20 +54,27 @@ def start_warming(db: str | None) -> bool:
     return True
 
 
-def index_after_crawl(db: str) -> None:
-    """After a crawl wrote ``db``: a background warmer brings its search index up to
-    date, so that the next ``crawl rank`` and a read-only ``crawl serve`` find it current.
-    In another process: the crawl process never loads numba or numpy (nor compiles, nor
-    builds a large index at its end). Reads the log with the standard library only; never
-    raises (the crawl is stored whatever happens here; ``crawl rank`` catches up anyway)."""
+def after_crawl(db: str, indexed: bool) -> None:
+    """After a crawl wrote ``db``: a background warmer brings its search index up to date
+    (``indexed``: a SQLite file this run held alone), so that the next ``crawl rank`` and a
+    read-only ``crawl serve`` find it current; and compiles the parse kernels ahead of time
+    (``parsers.aot``) when no module is built for them, so that the next crawl's workers
+    start without numba. In another process: the crawl process never loads numba or numpy
+    (nor compiles, nor builds a large index at its end). Reads the log with the standard
+    library only; never raises (the crawl is stored whatever happens here; ``crawl rank``
+    catches up anyway)."""
+    if (indexed and _pages_to_index(db)) or aot.wanted():
+        start_warming(db if indexed else None)
+
+
+def _pages_to_index(db: str) -> bool:
     try:
         with contextlib.closing(sqlite3.connect(read_only_uri(db), uri=True)) as c:
             waiting = c.execute("SELECT count(*) FROM search_pending").fetchone()[0]
     except sqlite3.Error as exc:  # no index (yet), or busy: the next crawl rank sees to it
         log.debug("%s: search index log not read: %s", db, exc)
-        return
-    if waiting:
-        start_warming(db)
+        return False
+    return bool(waiting)
 
 
 def _reap(pid: int) -> None:

@@ -1,5 +1,6 @@
-"""The background warmer: ``python -m crawler.relevance.warmer [DB]`` compiles every search
-kernel into numba's cache, then brings DB's search index up to date (``crawler.relevance.warm``
+"""The background warmer: ``python -m crawler.relevance.warmer [DB]`` compiles the parse
+kernels ahead of time where they are not yet (``parsers.aot``) and every search kernel into
+numba's cache, then brings DB's search index up to date (``crawler.relevance.warm``
 starts it detached; see there for when). It compiles by building and querying the
 index of a throwaway database: the very calls, argument types included, that a real one
 makes. One warmer at a time per user (``warm.only_warmer``); a second one exits at once.
@@ -20,6 +21,7 @@ import numpy as np
 
 from crawler.relevance.search import SearchIndex, kernels_cached
 from crawler.relevance.warm import only_warmer
+from parsers import aot, aot_build
 from parsers.kernel_cache import quick_cache_loads
 from parsers.tokens import TokenCounts, encode_counts, query_ids
 from storage.sqlite.store import SQLiteStore
@@ -62,6 +64,8 @@ def warm(db: str | None) -> bool:
     with only_warmer() as alone:
         if not alone:
             return False
+        if aot.wanted():
+            _at_idle_priority(aot_build.ensure_built)
         with quick_cache_loads():
             if not kernels_cached():
                 _at_idle_priority(compile_kernels)
@@ -71,7 +75,7 @@ def warm(db: str | None) -> bool:
         return True
 
 
-def _at_idle_priority(work: Callable[[], None]) -> None:
+def _at_idle_priority(work: Callable[[], object]) -> None:
     """Run ``work`` in a thread that gets only CPU time nothing else wants (Linux's
     ``SCHED_IDLE``, which is per thread): a crawl started meanwhile, by cron say, keeps its
     speed. Only the compile: the catch-up after it holds the database's write lock, and

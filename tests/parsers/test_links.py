@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers.hrefs import resolve_all
 from parsers.links import (
     Resolver,
     normalize_url,
@@ -15,6 +14,7 @@ from parsers.links import (
     url_hostname,
     url_origin,
 )
+from parsers.native import resolve_all
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parsers.native import page_terms
 from parsers.terms import fnv1a32, plain_terms, token_bytes, utf8
 from parsers.tokens import (
     _FOLD,
@@ -19,7 +20,6 @@ from parsers.tokens import (
     decode_counts,
     encode_counts,
     hamming64,
-    page_terms,
     query_ids,
     reference_simhash,
     reference_tokenize,

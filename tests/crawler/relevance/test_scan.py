@@ -101,6 +101,7 @@ def test_a_cold_cache_answers_by_scan_and_warms_in_the_background(tmp_path: Path
     env = {k: v for k, v in os.environ.items() if k != "CRAWL_NO_BACKGROUND_WARM"}
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")  # empty: as after an install
     env["TMPDIR"] = env["XDG_RUNTIME_DIR"] = str(tmp_path)  # this test's own warmer lock
+    env["CRAWL_KERNEL_DIR"] = str(tmp_path / "kernels")  # what the warmer compiles, too
     crawl = [sys.executable, "-m", "crawler", "rank", str(db), "--query", "beta delta"]
 
     started = time.monotonic()
@@ -140,8 +141,9 @@ def wait_for_warmer(env: dict[str, str], seconds: float = 240) -> None:
 def test_a_crawl_leaves_its_index_current_for_a_read_only_reader(tmp_path: Path) -> None:
     db = tmp_path / "crawled.db"
     seeds = tmp_path / "seeds.txt"
+    kernels = tmp_path / "kernels"
     env = child_env(drop=("CRAWL_NO_BACKGROUND_WARM",), TMPDIR=str(tmp_path),
-                    XDG_RUNTIME_DIR=str(tmp_path))  # fmt: skip
+                    XDG_RUNTIME_DIR=str(tmp_path), CRAWL_KERNEL_DIR=str(kernels))  # fmt: skip
     site = PageSite(30, links=3)
     with SiteServer() as server:
         site.serve(server)
@@ -151,7 +153,15 @@ def test_a_crawl_leaves_its_index_current_for_a_read_only_reader(tmp_path: Path)
         done = subprocess.run(crawl, env=env, capture_output=True, text=True, cwd=ROOT,
                               timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    wait_for_warmer(env)  # started by the crawl's end, in the background
+    # Started by the crawl's end, in the background, it compiles the parse kernels ahead of
+    # time for the next crawl's workers (seconds), then indexes. Numba's search kernels may
+    # be cached already (by an earlier test), so wait for its module first: a warmer not
+    # yet started looks like one done.
+    deadline = time.monotonic() + 240
+    while not (kernels.is_dir() and any(p.suffix == ".so" for p in kernels.iterdir())):
+        assert time.monotonic() < deadline, "no parse kernels compiled ahead of time"
+        time.sleep(0.3)
+    wait_for_warmer(env)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM search_pending").fetchone() == (0,)
         pages = conn.execute("SELECT count(*) FROM pages WHERE tokens IS NOT NULL").fetchone()
