@@ -3,8 +3,8 @@
 A Python ``set`` of a million ints takes ~66 MB (an int object and a hash-table slot each).
 Here the bulk lives in one sorted ``array('q')`` (8 bytes a hash) and only recent additions
 in a small ``set``; when that grows past an eighth of the array (at least 64 Ki entries) it
-is merged in (a numpy sort of two sorted runs: linear in their length). A million
-hashes take ~8 MB plus the recent set.
+is merged in (appended, then a numpy sort in place of the two sorted runs: linear in their
+length, no copy). A million hashes take ~8 MB plus the recent set.
 
 Membership of one key: the recent set, then a binary search of the array. numpy is
 imported on the first merge only: a small crawl never loads it.
@@ -64,11 +64,14 @@ class SeenSet:
         return out
 
     def _merge(self) -> None:
+        """The recent keys appended to the array, which is then sorted in place: two sorted
+        runs, which timsort merges in linear time with a buffer of the shorter one. No copy
+        of the array is made (a million keys is 8 MB; a merge that built a new array, through
+        bytes, held three copies at once), and its growth is a ``realloc``."""
         import numpy as np
 
-        merged = np.concatenate(
-            (np.frombuffer(self._sorted, dtype=np.int64), np.fromiter(self._recent, dtype=np.int64))
-        )
-        merged.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
-        self._sorted = array("q", merged.tobytes())
+        self._sorted.extend(sorted(self._recent))
         self._recent = set()
+        view = np.frombuffer(self._sorted, dtype=np.int64)  # the array's own memory
+        view.sort(kind="stable")
+        del view  # the array cannot grow while a view of it exists
