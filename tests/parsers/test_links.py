@@ -61,6 +61,27 @@ def test_normalize_is_idempotent(path: str) -> None:
         assert "#" not in url
 
 
+_ORIGIN_URLS = st.lists(
+    st.tuples(
+        st.sampled_from(["http://", "https://"]),
+        st.sampled_from(["", "u@", "u:p@", "a.b@"]),
+        st.sampled_from(["a.b", "a.bc", "a.b.c", "[::1]", "1.2.3.4"]),
+        st.sampled_from(["", ":1", ":12", ":8080"]),
+        st.sampled_from(["/", "/x", "?q", "/a@b", "/a/b?c=/d"]),
+    ).map("".join),
+    max_size=30,
+)
+
+
+@given(_ORIGIN_URLS)
+def test_url_origin_remembers_nothing_wrong(urls: list[str]) -> None:
+    """The one-entry memo answers, in any order, what the parse answers: hosts that prefix
+    one another, ports, userinfo, an ``@`` in the path."""
+    for url in urls:
+        authority = url_authority(url)
+        assert url_origin(url) == url[: url.find("//") + 2] + authority, url
+
+
 def test_authority_helpers() -> None:
     url = normalize_url("https://user:pw@Example.com:8443/p?q")
     assert url_authority(url) == "example.com:8443"
