@@ -7,7 +7,7 @@ numba's ``pycc`` and a C compiler).
 
 Why: to run two kernels from numba's cache, a worker (or the fork server it is forked
 from) imports numba and LLVM and rebuilds numba's runtime: ~0.28 s of a core and ~170 MB
-resident before the first page, where lexbor and numpy alone take ~0.06 s and ~35 MB. The
+resident before the first page, where lexbor, numpy and this module take ~0.09 s and ~40 MB. The
 crawl waits for that start (a 526-page crawl of the Python docs spends a third of its wall
 time before its workers are up), and each worker keeps the pages of it that it touched.
 ``pycc`` compiles the very same functions (``parsers.tokens._terms``,

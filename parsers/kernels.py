@@ -23,12 +23,9 @@ __all__ = ["html", "parse_batch", "text_terms", "warm_up"]
 
 
 def _loading() -> contextlib.AbstractContextManager[object]:
-    """Where numba runs the kernels, its cache loaded the quick way; else nothing to do."""
+    """Where numba runs the kernels (no compiled module loads: ``native.backend``, which
+    picks the implementation), its cache loaded the quick way; else nothing to do."""
     return contextlib.nullcontext() if native.backend() == "aot" else quick_cache_loads()
-
-
-with _loading():  # numba's JIT: its kernels' machine code, without its compiler's set-up
-    native.kernel("resolve_all")
 
 
 def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:
