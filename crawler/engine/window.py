@@ -25,7 +25,7 @@ from crawler.engine.records import utc_now
 from crawler.frontier.hosts import Frontier, Known
 from storage.base import QueuedUrl, Store, UrlRecord
 
-WINDOW = 30_000
+WINDOW = 10_000
 """Queued URLs held in memory; the rest wait in the store (bounded memory at any size)."""
 CLAIM_BATCH = 10_000
 CLAIM_POLL_S = 0.5

@@ -25,9 +25,9 @@ from storage.base import PageRecord, SkipRecord, Store, UrlRecord
 
 BATCH = 256
 IDLE_S = 0.1
-FOUND_BATCH = 50_000
+FOUND_BATCH = 10_000
 """A batch is written once the URLs found since the last write reach this many."""
-FOUND_MAX = 100_000
+FOUND_MAX = 20_000
 """``room`` waits while more URLs than this wait for a write."""
 QUEUE_BYTES = 16 << 20
 """``room`` waits while the queued records' text, outlinks and tokens weigh more than this."""

@@ -2,9 +2,12 @@
 
 A Python ``set`` of a million ints takes ~66 MB (an int object and a hash-table slot each).
 Here the bulk lives in one sorted ``array('q')`` (8 bytes a hash) and only recent additions
-in a small ``set``; when that grows past an eighth of the array (at least 64 Ki entries) it
+in a small ``set``; when that grows past a 32nd of the array (at least 32 Ki entries) it
 is merged in (appended, then a numpy sort in place of the two sorted runs: linear in their
-length, no copy). A million hashes take ~8 MB plus the recent set.
+length, no copy). A million hashes take ~8 MB plus the recent set: a set's int weighs ~60
+bytes with its slot, so an eighth of the array would be ~7 MB more at a million, a 32nd is
+under 2 MB; the merges, linear each, stay a fixed fraction apart, so all of them together
+cost about 32 passes over the array's final size.
 
 Membership of one key: the recent set, then a binary search of the array. numpy is
 imported on the first merge only: a small crawl never loads it.
@@ -19,7 +22,7 @@ import bisect
 from array import array
 from collections.abc import Iterable
 
-_MERGE_MIN = 1 << 16
+_MERGE_MIN = 1 << 15
 
 
 class SeenSet:
@@ -46,7 +49,7 @@ class SeenSet:
         if key in self:
             return False
         self._recent.add(key)
-        if len(self._recent) >= max(_MERGE_MIN, len(self._sorted) >> 3):
+        if len(self._recent) >= max(_MERGE_MIN, len(self._sorted) >> 5):
             self._merge()
         return True
 
