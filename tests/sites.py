@@ -153,6 +153,17 @@ def html_handler(body: str, status: int = 200, headers: dict[str, str] | None = 
     return handle
 
 
+def new_links_handler(links: int, suffix: str = "") -> Handler:
+    """Every page links to ``links`` URLs never seen before (below its own path)."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        n = request.match_info["tail"].strip("/") or "root"
+        anchors = "".join(f'<a href="/{n}-{k}{suffix}">{k}</a>' for k in range(links))
+        return web.Response(text=f"<title>{n}</title>{anchors}", content_type="text/html")
+
+    return handle
+
+
 def max_concurrency(hits: list[Hit]) -> int:
     """The most requests the server was handling at one moment."""
     events = sorted([(h.start, 1) for h in hits] + [(h.end, -1) for h in hits])

@@ -10,8 +10,8 @@ pool, the report) and its tasks, all in one ``asyncio.TaskGroup``:
   frontier from the store; the ticker reports progress, the sampler stores it (``Sampler``),
   the heartbeat keeps a shared frontier's leases.
 Each of those components owns its part (see their modules); this one wires them to each other.
-Backpressure: at most ``concurrency`` fetches and ``4 * concurrency`` pages between fetch
-and store.
+Backpressure: at most ``concurrency`` fetches, and half to 4x as many pages between fetch
+and store, by what they weigh (``Pipeline``).
 
 The data flow, a page from seed to row: ``Window.open`` queues the seeds -> ``Frontier.next``
 hands out a job -> ``Requests.fetch`` (pace, SSRF, redirects vetted by ``Admission``) ->
@@ -38,6 +38,7 @@ from crawler.engine.admission import Admission
 from crawler.engine.discovery import Discovery
 from crawler.engine.hold import Hold
 from crawler.engine.pages import Pages
+from crawler.engine.pipeline import Pipeline
 from crawler.engine.records import utc_now
 from crawler.engine.requests import Requests
 from crawler.engine.sampler import Sampler
@@ -126,9 +127,8 @@ class Engine:
         self.counters = RunCounters()
         """The run's live tallies (read-only for callers)."""
         self._window = Window(self._store, self.frontier, self._wake.set)
-        self._templates = (
-            TemplateBudget(settings.template_budget) if settings.template_budget else None
-        )
+        budget = settings.template_budget
+        self._templates = TemplateBudget(budget) if budget else None
         self._host_allowed = allow_all if settings.allow_private else allow_origins(self.seeds)
         self._admission = Admission(
             scope=Scope(
@@ -149,7 +149,7 @@ class Engine:
         self._focus = Focus(settings.query, settings.device) if settings.query else None
         self._hold = Hold(self.frontier)
         self._slots = asyncio.Semaphore(settings.concurrency)
-        self._pipeline = asyncio.Semaphore(settings.concurrency * 4)
+        self._pipeline = Pipeline.of(settings.concurrency)
         self._tasks: asyncio.TaskGroup | None = None
         self._jobs: set[asyncio.Task[None]] = set()
         self._run_id = 0
@@ -398,21 +398,21 @@ class Engine:
 
     async def _run_job(self, job: FetchJob) -> None:
         assert self._pages is not None and self._discovery is not None
+        record = None
         try:
             if job.kind == ROBOTS:
                 await self._discovery.fetch(job)
-                return
-            if job.kind == SITEMAP:
+            elif job.kind == SITEMAP:
                 await self._discovery.fetch_sitemap(job)
-                return
-            record = await self._pages.fetch(job)
+            else:
+                record = await self._pages.fetch(job)
             if record is not None:
                 if self.hooks.on_page is not None:  # awaited: a slow consumer slows the crawl
                     await self.hooks.on_page(CrawledPage.from_record(record))
                 await self._writer.put(record)
         finally:
             self._hold.finished(job)
-            self._pipeline.release()
+            self._pipeline.release(record)
             self._unfinished -= 1
             self._wake.set()
 

@@ -8,7 +8,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 import crawler
 from crawler.engine import window as window_module
@@ -18,7 +17,7 @@ from crawler.report import RunCounters
 from crawler.settings import Settings
 from storage.base import UrlRecord
 from storage.sqlite.store import SQLiteStore
-from tests.sites import SiteServer
+from tests.sites import SiteServer, new_links_handler
 
 
 def test_a_wait_for_room_ends_though_no_record_comes(
@@ -71,13 +70,8 @@ def test_urls_found_wait_for_the_store_in_bounded_numbers(
 
     monkeypatch.setattr(window_module.Window, "take", recorded_take)
 
-    async def page(request: web.Request) -> web.Response:
-        n = request.match_info["tail"].strip("/") or "root"
-        links = "".join(f'<a href="/{n}-{k}">{k}</a>' for k in range(200))
-        return web.Response(text=f"<title>{n}</title>{links}", content_type="text/html")
-
     db = tmp_path / "links.db"
-    with SiteServer(fallback=page) as site:
+    with SiteServer(fallback=new_links_handler(200)) as site:
         report = crawler.run([site.url + "/"], Settings(db=str(db), concurrency=32,
                              per_host=32, delay=0.0, max_pages=60, template_budget=0))  # fmt: skip
     assert report.pages_ok == 60
