@@ -7,11 +7,12 @@ carries besides the pages: the URLs found and refused since the last one, so tha
 its outlinks and its URL's new state are committed together.
 
 The bounds are in records and in what they weigh: pages that each link to a thousand new
-URLs make a batch of ``BATCH`` pages a quarter of a million URLs to hold and write at once
-(and a queue of ``QUEUE_BYTES`` of their outlinks), so a batch is also written once it
-carries ``FOUND_BATCH`` new URLs, and a page job waits (``room``) while the queue holds
-``QUEUE_BYTES`` of records or ``FOUND_MAX`` URLs found wait for a write: the page jobs then
-hold their slots, and the crawl fetches no more than the store takes.
+URLs make a batch of ``BATCH`` pages a quarter of a million URLs to hold and write at once,
+and pages of megabytes of text a batch of hundreds of megabytes. So a batch is also written
+once it carries ``FOUND_BATCH`` new URLs or weighs half of ``QUEUE_BYTES``, and a page job
+waits (``room``) while the records not yet written (queued, or in the batch being built or
+written) weigh ``QUEUE_BYTES`` or ``FOUND_MAX`` URLs found wait for a write: the page jobs
+then hold their slots, and the crawl fetches no more than the store takes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ FOUND_BATCH = 10_000
 FOUND_MAX = 20_000
 """``room`` waits while more URLs than this wait for a write."""
 QUEUE_BYTES = 16 << 20
-"""``room`` waits while the queued records' text, outlinks and tokens weigh more than this."""
+"""``room`` waits while the text, outlinks and tokens of the records not yet written weigh
+more than this."""
 
 
 WRITE_NOW = object()
@@ -59,7 +61,8 @@ class Writer:
         self._take_skips = take_skips
         self._found_waiting = found_waiting
         self._records: asyncio.Queue[PageRecord | object | None] = asyncio.Queue(BATCH * 4)
-        self._queued_bytes = 0
+        self._pending_bytes = 0
+        """What the records put and not yet written weigh (``weight``)."""
         self._room = asyncio.Event()
         """Set when a write has made room (``room`` waits on it past a bound)."""
         self._asked = False
@@ -67,11 +70,11 @@ class Writer:
         self.run_id = 0
 
     def _full(self) -> bool:
-        return self._queued_bytes > QUEUE_BYTES or self._found_waiting() > FOUND_MAX
+        return self._pending_bytes > QUEUE_BYTES or self._found_waiting() > FOUND_MAX
 
     async def put(self, record: PageRecord) -> None:
         """Queue ``record``; then, past a bound, wait for a write to make room (``room``)."""
-        self._queued_bytes += weight(record)
+        self._pending_bytes += weight(record)
         await self._records.put(record)
         await self.room()
 
@@ -95,6 +98,7 @@ class Writer:
 
     async def run(self) -> None:
         batch: list[PageRecord] = []
+        batch_bytes = 0
         records = self._records
         loop = asyncio.get_running_loop()
         flush_at: float | None = None  # a batch is written at most IDLE_S after it began
@@ -104,7 +108,7 @@ class Writer:
                     record = await records.get()
             except TimeoutError:
                 await self.save(batch)
-                flush_at = None
+                flush_at, batch_bytes = None, 0
                 continue
             if flush_at is None:
                 flush_at = loop.time() + IDLE_S
@@ -115,17 +119,21 @@ class Writer:
                 if record is WRITE_NOW:
                     self._asked = False
                     await self.save(batch)
-                    flush_at = None
+                    flush_at, batch_bytes = None, 0
                     break
                 assert isinstance(record, PageRecord)
                 batch.append(record)
-                self._queued_bytes -= weight(record)
+                batch_bytes += weight(record)
                 self._counters.count_page(
                     record.status, record.error, record.body_bytes, record.unchanged
                 )
-                if len(batch) >= BATCH or self._found_waiting() >= FOUND_BATCH:
+                if (
+                    len(batch) >= BATCH
+                    or batch_bytes >= QUEUE_BYTES // 2
+                    or self._found_waiting() >= FOUND_BATCH
+                ):
                     await self.save(batch)
-                    flush_at = None
+                    flush_at, batch_bytes = None, 0
                     break
                 if records.empty():
                     break
@@ -142,4 +150,5 @@ class Writer:
             try:
                 await self._store.save(pages, found, skips, self.run_id)
             finally:
+                self._pending_bytes -= sum(weight(page) for page in pages)
                 self._room.set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,11 @@ from crawler.engine import writer as writer_module
 from crawler.engine.writer import Writer
 from crawler.report import RunCounters
 from crawler.settings import Settings
-from storage.base import UrlRecord
+from storage.base import PageRecord, UrlRecord
 from storage.sqlite.store import SQLiteStore
 from tests.sites import SiteServer, new_links_handler
+
+STAMP = "2026-12-06T00:00:00+00:00"
 
 
 def test_a_wait_for_room_ends_though_no_record_comes(
@@ -80,3 +83,43 @@ def test_urls_found_wait_for_the_store_in_bounded_numbers(
         assert conn.execute("SELECT count(*) FROM pages").fetchone() == (60,)
         queued = conn.execute("SELECT count(*) FROM urls WHERE state = 'queued'").fetchone()[0]
     assert queued >= 59 * 200 - 60  # every link found is stored (less the ones fetched)
+
+
+def test_records_in_the_batch_count_against_the_byte_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page job waits while the records not yet written weigh ``QUEUE_BYTES``, those the
+    writer has taken into its batch included: pages of megabytes of text are not held by
+    the hundred while a batch fills (its 256 records or its 0.1 s)."""
+    monkeypatch.setattr(writer_module, "QUEUE_BYTES", 2000)
+    written: list[int] = []
+
+    class CountingStore(SQLiteStore):
+        async def save(self, pages: list[PageRecord], *args: Any) -> None:
+            await super().save(pages, *args)
+            written.append(len(pages))
+
+    async def go() -> int:
+        store = CountingStore(str(tmp_path / "w.db"))
+        await store.open()
+        unwritten = 0
+        try:
+            writer = Writer(store, RunCounters(), list, list)
+            writer.run_id = await store.start_run(1, "{}", STAMP)
+            task = asyncio.create_task(writer.run())
+            for i in range(40):
+                url = f"http://e.com/{i}"
+                await writer.put(PageRecord(url=url, final_url=url, status=200, error=None,
+                                            content_type="text/html", depth=0, body_bytes=600,
+                                            fetched_at=STAMP, text="x" * 600))  # fmt: skip
+                await asyncio.sleep(0)  # the writer takes what is queued into its batch
+                unwritten = max(unwritten, i + 1 - sum(written))
+            await writer.close()
+            await task
+        finally:
+            await store.close()
+        return unwritten
+
+    unwritten = asyncio.run(go())
+    assert sum(written) == 40
+    assert unwritten <= 4, unwritten  # 2,000 bytes of 600-byte records, and the one put
