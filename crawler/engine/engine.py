@@ -10,8 +10,8 @@ pool, the report) and its tasks, all in one ``asyncio.TaskGroup``:
   frontier from the store; the ticker reports progress, the sampler stores it (``Sampler``),
   the heartbeat keeps a shared frontier's leases.
 Each of those components owns its part (see their modules); this one wires them to each other.
-Backpressure: at most ``concurrency`` fetches, and half to 4x as many pages between fetch
-and store, by what they weigh (``Pipeline``).
+Backpressure: at most ``concurrency`` fetches, and an eighth to 4x as many pages between
+fetch and store, by what they weigh (``Pipeline``).
 
 The data flow, a page from seed to row: ``Window.open`` queues the seeds -> ``Frontier.next``
 hands out a job -> ``Requests.fetch`` (pace, SSRF, redirects vetted by ``Admission``) ->

@@ -5,12 +5,13 @@ parsed text and every outlink (a page waiting for the writer to make room, ``Wri
 holds them all). A bound in pages alone lets memory follow the pages' size: 256 pages that
 each link to a thousand URLs hold a quarter of a million URL strings, 30-40 MB. So the
 number of pages let in follows what a page has weighed lately (``WEIGHT_BUDGET`` over a
-moving average of the pages' weight), between a floor and a ceiling (``Pipeline.of``: half
-the fetch slots, and four times as many). At the floor heavy pages halve the fetches at once,
-no more: pages of a thousand new links each outrun the store's inserts anyway (the writer
-is what they wait for). Until a page has been weighed ``initial`` holds (all the fetch
-slots): a site's first pages cannot fill the pipeline with whatever they turn out to weigh,
-nor wait for one to be weighed to be fetched at full concurrency.
+moving average of the pages' weight), between a floor and a ceiling (``Pipeline.of``: an
+eighth of the fetch slots, and four times as many). Pages that heavy are few at once by
+design: pages of a thousand new links each outrun the store's inserts anyway (the writer
+is what they wait for), and pages of megabytes of text are what the budget is for (4 MB
+pages: 1.6 GB PSS with 256 of them let in, 0.3 GB at the floor). Until a page has been
+weighed ``initial`` holds (all the fetch slots): the first pages are fetched at full
+concurrency, not held back until one is weighed.
 
 Single-consumer: the dispatcher alone ``acquire``s; the page jobs ``release``.
 """
@@ -55,8 +56,8 @@ class Pipeline:
 
     @classmethod
     def of(cls, concurrency: int) -> Pipeline:
-        """A crawl's: half its fetch slots to four times as many, all of them to start."""
-        return cls(max(1, concurrency // 2), concurrency * 4, concurrency)
+        """A crawl's: an eighth of its fetch slots to four times as many, all of them to start."""
+        return cls(max(1, concurrency // 8), concurrency * 4, concurrency)
 
     def limit(self) -> int:
         if self._average <= 0:

@@ -15,8 +15,8 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
   no cross-thread wake-ups, and the replies are decoded on the loop that uses them, in the
   ring, which the decoding gives back. A worker answers in request order;
 - ``parse()`` callers are grouped into batches: while every worker is busy, a batch goes
-  out when it holds ``batch_max`` pages or ``flush_delay_s`` after its first page,
-  whichever comes first, to the worker with the fewest requests outstanding. Each batch
+  out when it holds ``batch_max`` pages or ``BATCH_BYTES`` of bodies, or ``flush_delay_s``
+  after its first page, to the worker with the fewest requests outstanding. Each batch
   costs a pipe write, a worker's wake-up and a reply read on both sides, so a fast crawl
   wants batches of tens of pages (the defaults' measure: ``bench/RESULTS.md``). While a
   worker is idle, what arrived in the loop's current turn goes at once,
@@ -84,6 +84,11 @@ a batch of the benchmark site's pages is ~0.9 MB each way, so a ring holds the ~
 busy worker has outstanding; a message that finds no room goes through the pipe."""
 
 
+BATCH_BYTES = 2 << 20
+"""A batch also goes out once its pages' bodies weigh this: a worker holds the batch, its
+pages' trees and a reply with their text at once (pages of megabytes, 4 to a batch: ~85 MB)."""
+
+
 class ParsePool:
     """``async with ParsePool(n) as pool: page = await pool.parse(job)``."""
 
@@ -120,6 +125,7 @@ class ParsePool:
         self._batch_max = batch_max
         self._flush_delay_s = flush_delay_s
         self._jobs: list[ParseJob] = []
+        self._jobs_bytes = 0
         self._waiters: list[asyncio.Future[Page]] = []
         self._timer: asyncio.Handle | None = None
         self._live: list[Worker] = []
@@ -203,7 +209,8 @@ class ParsePool:
         waiter: asyncio.Future[Page] = loop.create_future()
         self._jobs.append(job)
         self._waiters.append(waiter)
-        if len(self._jobs) >= self._batch_max:
+        self._jobs_bytes += len(job.body or b"")
+        if len(self._jobs) >= self._batch_max or self._jobs_bytes >= BATCH_BYTES:
             self._flush()
         elif self._timer is None:
             if any(not worker.outstanding for worker in self._live):
@@ -221,7 +228,7 @@ class ParsePool:
         if not self._jobs:
             return
         jobs, waiters = self._jobs, self._waiters
-        self._jobs, self._waiters = [], []
+        self._jobs, self._waiters, self._jobs_bytes = [], [], 0
         idle = sum(1 for worker in self._live if not worker.outstanding)
         if idle > 1 and len(jobs) > 1:
             # Workers are waiting (the crawl's first pages, its last ones, a slow site):

@@ -49,6 +49,7 @@ def test_the_limit_follows_the_pages_weight_between_floor_and_ceiling() -> None:
     assert pipe.limit() == 20
     crawl = Pipeline.of(64)
     assert crawl.limit() == 64
+    assert crawl._floor == 8
     crawl.running += 1
     crawl.release(record(0))
     assert crawl.limit() == 256
@@ -78,7 +79,7 @@ def test_acquire_waits_at_the_limit_until_a_release() -> None:
 
 def test_heavy_pages_are_fewer_in_flight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pages of 1,000 new links each (~300 kB weighed) against a 1 MB budget: at most
-    the concurrency is in flight, and after the first page the floor (half of it), not
+    the concurrency is in flight, and after the first pages what the budget holds, not
     4 x; every page is stored."""
     monkeypatch.setattr(pipeline_module, "WEIGHT_BUDGET", 1 << 20)
     seen: list[tuple[int, int]] = []
@@ -97,4 +98,5 @@ def test_heavy_pages_are_fewer_in_flight(tmp_path: Path, monkeypatch: pytest.Mon
     assert report.pages_ok == 80
     assert max(running for running, _ in seen) <= 8, seen
     limits = [limit for _, limit in seen]
-    assert max(limits) == 8 and limits[-1] == 4, seen  # never the 32 of light pages
+    assert max(limits) == 8, seen  # never the 32 of light pages
+    assert 1 <= limits[-1] <= 4, seen  # the budget's 1 MB of ~300 kB pages

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from crawler.errors import ParseError
+from crawler.pool import parse_pool
 from crawler.pool.parse_pool import ParsePool
 from parsers.page import ParseJob
 from tests.proc import ROOT as ROOT_DIR
@@ -39,6 +40,23 @@ def test_batches_and_results_in_order() -> None:
     titles, batches = asyncio.run(go())
     assert titles == [str(i) for i in range(40)]
     assert batches == 5  # 40 pages in batches of 8: five round trips, not forty
+
+
+def test_a_batch_goes_out_once_its_bodies_weigh_batch_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Big pages go a few to a batch (a worker holds a batch's trees and text at once)."""
+    monkeypatch.setattr(parse_pool, "BATCH_BYTES", 1000)
+
+    async def go() -> tuple[list[str], int]:
+        async with ParsePool(2, batch_max=32) as pool:
+            bodies = [f"<title>{i}</title><p>{'x' * 230}</p>".encode() for i in range(40)]
+            pages = await asyncio.gather(*(pool.parse(job(i, b)) for i, b in enumerate(bodies)))
+            return [p.title for p in pages], pool.batches
+
+    titles, batches = asyncio.run(go())
+    assert titles == [str(i) for i in range(40)]
+    assert batches == 10  # ~250-byte bodies, 4 to 1,000 bytes: not the 2 of batch_max
 
 
 async def _until_live(pool: ParsePool, workers: int) -> None:
