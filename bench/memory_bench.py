@@ -1,6 +1,6 @@
 """Peak memory with ~1,000,000 discovered URLs: a dynamic site where every page links to new URLs.
 
-    python bench/memory_bench.py [--pages 10000] [--links 100] [--only ours,scrapy,single]
+    python bench/memory_bench.py [--pages 10000] [--links 100] [--page-bytes 0] [--only ours,scrapy,single]
         [--out bench/CRAWL_RESULTS.draft.md]
 
 Serves bench/memsite.py (aiohttp, 127.0.0.1, a subprocess) whose every page links to `--links`
@@ -30,9 +30,10 @@ PEERS = ("ours", "scrapy", "single")
 DEFAULT_PORT = 18090
 
 
-def start_site(port: int, links: int) -> subprocess.Popen[bytes]:
+def start_site(port: int, links: int, page_bytes: int = 0) -> subprocess.Popen[bytes]:
     script = str(BENCH_DIR / "memsite.py")
     cmd = [tool_python(), script, "--port", str(port), "--links", str(links)]
+    cmd += ["--page-bytes", str(page_bytes)] if page_bytes else []
     proc = subprocess.Popen(cmd)
     try:
         benchlib.wait_for_port(port)
@@ -147,7 +148,9 @@ def markdown(args: argparse.Namespace, results: list[RunResult], peers: list[Pee
         [
             "## Memory with a large frontier (dynamic aiohttp site, 127.0.0.1)",
             "",
-            f"Command: `python bench/memory_bench.py --pages {args.pages} --links {args.links} --only {args.only}"
+            f"Command: `python bench/memory_bench.py --pages {args.pages} --links {args.links}"
+            + (f" --page-bytes {args.page_bytes}" if args.page_bytes else "")
+            + f" --only {args.only}"
             + (f" --crawl '{args.crawl}'" if args.crawl else "")
             + "`",
             "",
@@ -165,6 +168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--links", type=int, default=100)
+    parser.add_argument("--page-bytes", type=int, default=0, help="text added to each page")
     parser.add_argument(
         "--only", default=",".join(PEERS), help="comma-separated: " + ",".join(PEERS)
     )
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     port = benchlib.free_port(args.port)
     seed = f"http://127.0.0.1:{port}/index.html"
     names = [n for n in PEERS if n in args.only.split(",")]
-    server = start_site(port, args.links)
+    server = start_site(port, args.links, args.page_bytes)
     try:
         peers = build_peers(names, seed, args)
         results = [run_one(peer, server, args.timeout) for peer in peers]
