@@ -1,19 +1,21 @@
 """SeenSet: a compact set of 64-bit URL hashes for the frontier's "seen before?" test.
 
 A Python ``set`` of a million ints takes ~66 MB (an int object and a hash-table slot each).
-Here the bulk lives in one sorted ``array('q')`` (8 bytes a hash) and only recent additions
-in a small ``set``; when that grows past a 32nd of the array (at least 32 Ki entries) it
-is merged in (appended, then a numpy sort in place of the two sorted runs: linear in their
-length, no copy). A million hashes take ~8 MB plus the recent set: a set's int weighs ~60
-bytes with its slot, so an eighth of the array would be ~7 MB more at a million, a 32nd is
-under 2 MB; the merges, linear each, stay a fixed fraction apart, so all of them together
-cost about 32 passes over the array's final size.
+Here the keys live in sorted ``array('q')`` runs of at most ``2 * LOAD`` keys (8 bytes a
+key), in key order, with the largest key of each run in ``_maxes`` (the layout of
+sortedcontainers' ``SortedList``, with machine ints in place of lists of objects). A million
+keys take ~8.5 MB: the runs, their slack (an array grows by a sixteenth) and a pointer and
+a max for every thousand or so keys.
 
-Membership of one key: the recent set, then a binary search of the array. numpy is
-imported on the first merge only: a small crawl never loads it.
+Membership: a binary search of ``_maxes``, then of one run. An addition inserts into one
+run (a ``memmove`` of a few KB at most) and splits a run that grows past ``2 * LOAD`` in
+two. Every step is C, bounded whatever the keys (no skew, hostile or not, makes a run
+longer than ``2 * LOAD``), and nothing needs numpy: the crawl process, which holds the set,
+does not load it (~20 MB of PSS), as an earlier design that merged with a numpy sort did.
 
-Invariants: a key is in exactly one of the two parts; the array is sorted, without repeats.
-Pure data structure: no IO, no clocks.
+Invariants: the runs are non-empty (once one exists), sorted, without repeats, and every key
+of a run is below every key of the next; ``_maxes[i] == _runs[i][-1]``; ``_size`` is the
+sum of their lengths. Pure data structure: no IO, no clocks.
 """
 
 from __future__ import annotations
@@ -22,59 +24,69 @@ import bisect
 from array import array
 from collections.abc import Iterable
 
-_MERGE_MIN = 1 << 15
+LOAD = 1024
+"""A run splits in two of ``LOAD`` keys when it passes ``2 * LOAD`` (16 KB)."""
 
 
 class SeenSet:
     """``key in s``, ``s.add(key)`` (``True`` if it was new), ``len(s)`` for signed 64-bit ints."""
 
-    __slots__ = ("_recent", "_sorted")
+    __slots__ = ("_maxes", "_runs", "_size")
 
     def __init__(self) -> None:
-        self._sorted = array("q")
-        self._recent: set[int] = set()
+        self._runs: list[array[int]] = []
+        self._maxes = array("q")
+        self._size = 0
 
     def __len__(self) -> int:
-        return len(self._sorted) + len(self._recent)
+        return self._size
 
     def __contains__(self, key: int) -> bool:
-        if key in self._recent:
-            return True
-        found = self._sorted
-        i = bisect.bisect_left(found, key)
-        return i < len(found) and found[i] == key
+        maxes = self._maxes
+        i = bisect.bisect_left(maxes, key)
+        if i == len(maxes):
+            return False
+        run = self._runs[i]
+        j = bisect.bisect_left(run, key)
+        return run[j] == key  # j < len(run): run[-1] == maxes[i] >= key
 
     def add(self, key: int) -> bool:
         """Add ``key``; whether it was not there before."""
-        if key in self:
-            return False
-        self._recent.add(key)
-        if len(self._recent) >= max(_MERGE_MIN, len(self._sorted) >> 5):
-            self._merge()
+        maxes, runs = self._maxes, self._runs
+        i = bisect.bisect_left(maxes, key)
+        if i == len(maxes):  # above every key: the end of the last run
+            if not runs:
+                runs.append(array("q", (key,)))
+                maxes.append(key)
+                self._size = 1
+                return True
+            i -= 1
+            run = runs[i]
+            run.append(key)
+            maxes[i] = key
+        else:
+            run = runs[i]
+            j = bisect.bisect_left(run, key)
+            if run[j] == key:
+                return False
+            run.insert(j, key)
+        self._size += 1
+        if len(run) > 2 * LOAD:
+            runs.insert(i + 1, run[LOAD:])
+            del run[LOAD:]
+            maxes.insert(i, run[-1])
         return True
 
     def missing(self, keys: Iterable[int]) -> list[bool]:
         """For each key, whether it is absent."""
-        recent, found, search = self._recent, self._sorted, bisect.bisect_left
-        size = len(found)
+        maxes, runs, search = self._maxes, self._runs, bisect.bisect_left
+        size = len(maxes)
         out = []
         for key in keys:
-            if key in recent:
-                out.append(False)
+            i = search(maxes, key)
+            if i == size:
+                out.append(True)
             else:
-                i = search(found, key)
-                out.append(i >= size or found[i] != key)
+                run = runs[i]
+                out.append(run[search(run, key)] != key)
         return out
-
-    def _merge(self) -> None:
-        """The recent keys appended to the array, which is then sorted in place: two sorted
-        runs, which timsort merges in linear time with a buffer of the shorter one. No copy
-        of the array is made (a million keys is 8 MB; a merge that built a new array, through
-        bytes, held three copies at once), and its growth is a ``realloc``."""
-        import numpy as np
-
-        self._sorted.extend(sorted(self._recent))
-        self._recent = set()
-        view = np.frombuffer(self._sorted, dtype=np.int64)  # the array's own memory
-        view.sort(kind="stable")
-        del view  # the array cannot grow while a view of it exists
