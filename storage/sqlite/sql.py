@@ -79,6 +79,24 @@ class Rows:
             start = end
         return out
 
+    def unbinding(self, statements: list[tuple[str, list[tuple]]]) -> list[tuple[str, tuple]]:
+        """Each distinct statement of ``statements`` with every parameter NULL, for
+        ``_in_transaction`` to run and roll back once they are done.
+
+        SQLite copies each bound value into the statement and keeps it until it is bound
+        again, and Python's statement cache keeps the statement: a page upsert's last
+        chunk, up to ``max_bytes`` of text, outlinks and body, stayed in memory for each
+        chunk size in the cache (at a million URLs ~6 of SQLite's ~20 MB; with pages of
+        megabytes, several times ``max_bytes``). Binding NULLs frees them; the statement
+        stays prepared and cached."""
+        if self.weigh is None:
+            return []
+        seen: dict[str, tuple] = {}
+        for sql, rows in statements:
+            if rows and sql not in seen:
+                seen[sql] = (None,) * len(rows[0])
+        return list(seen.items())
+
 
 def _page_weight(row: tuple[object, ...]) -> int:
     """A page row's large values: text, outlinks, tokens, body, headers, extract."""

@@ -12,6 +12,7 @@ are ``storage.sqlite.sql``'s). Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncIterator
@@ -48,10 +49,14 @@ _ONE_HOP = True
 """Run a transaction in one hop (``_in_transaction``) where aiosqlite allows it."""
 _IDS_PER_UPDATE = 998
 """Ids in one ``UPDATE ... WHERE id IN (...)``: with the lease, 999 parameters at most."""
+STATEMENT_CACHE = 32
+"""Prepared statements the store's connection keeps (``sqlite3.connect``'s default: 128)."""
 
 
 def _in_transaction(
-    connection: sqlite3.Connection, statements: list[tuple[str, list[tuple]]]
+    connection: sqlite3.Connection,
+    statements: list[tuple[str, list[tuple]]],
+    unbind: list[tuple[str, tuple]] = (),  # type: ignore[assignment]
 ) -> None:
     """In the connection's thread: ``executemany`` of each (sql, rows), in one transaction.
 
@@ -64,10 +69,27 @@ def _in_transaction(
         for sql, rows in statements:
             if rows:
                 connection.executemany(sql, rows)
+        if unbind:
+            _unbind(connection, unbind)
     except BaseException:
         connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
+
+
+def _unbind(connection: sqlite3.Connection, unbind: list[tuple[str, tuple]]) -> None:
+    """Run each (sql, NULLs) of ``Rows.unbinding`` in a savepoint rolled back whatever
+    happens: its only effect is that the cached statement holds NULLs instead of the
+    values it last bound. (A page upsert stops at its first row, whose NULL url fails
+    NOT NULL; nothing of it would be kept in any case.)"""
+    connection.execute("SAVEPOINT unbind")
+    try:
+        for sql, nulls in unbind:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                connection.execute(sql, nulls)
+    finally:
+        connection.execute("ROLLBACK TO unbind")
+        connection.execute("RELEASE unbind")
 
 
 async def _migrate(db: aiosqlite.Connection) -> None:
@@ -131,7 +153,13 @@ class SQLiteStore:
     async def open(self) -> None:
         _check_location(self.path)
         try:
-            self._db = await aiosqlite.connect(self.path, isolation_level=None)
+            # A prepared statement of a hundred rows' VALUES is ~90 KB of SQLite's memory, and
+            # each batch's last chunk has a size of its own: the default cache of 128
+            # statements grew to ~12 MB of them at a million URLs. Those used every batch
+            # (the full chunks, the crawl's own queries) stay cached in 32.
+            self._db = await aiosqlite.connect(
+                self.path, isolation_level=None, cached_statements=STATEMENT_CACHE
+            )
             # 16 KiB pages for a new database (no effect on an existing one): a page's
             # ~20 KB of text spans 2 pages instead of 6, which cuts SQLite's CPU for writing
             # pages, for a slightly larger file (bench/RESULTS.md).
@@ -159,21 +187,33 @@ class SQLiteStore:
             db, self._db = self._db, None
             await db.close()
 
-    async def _transaction(self, what: str, statements: list[tuple[str, list[tuple]]]) -> None:
+    async def _transaction(
+        self,
+        what: str,
+        statements: list[tuple[str, list[tuple]]],
+        unbind: list[tuple[str, tuple]] = (),  # type: ignore[assignment]
+    ) -> None:
         """Run ``executemany`` of each (sql, rows) in one transaction, in one hop to the
-        connection's thread (``_in_transaction``)."""
+        connection's thread (``_in_transaction``); then ``unbind`` (``_unbind``)."""
         db = self.db
         async with self._lock:
             try:
                 run_in_thread = getattr(db, "_execute", None)  # aiosqlite's own queue
                 if _ONE_HOP and run_in_thread is not None and hasattr(db, "_conn"):
-                    await run_in_thread(_in_transaction, db._conn, statements)
+                    await run_in_thread(_in_transaction, db._conn, statements, unbind)
                 else:  # an aiosqlite without them: one hop per statement
                     await db.execute("BEGIN IMMEDIATE")
                     try:
                         for sql, rows in statements:
                             if rows:
                                 await db.executemany(sql, rows)
+                        if unbind:
+                            await db.execute("SAVEPOINT unbind")
+                            for sql, nulls in unbind:
+                                with contextlib.suppress(sqlite3.DatabaseError):
+                                    await db.execute(sql, nulls)
+                            await db.execute("ROLLBACK TO unbind")
+                            await db.execute("RELEASE unbind")
                     except BaseException:
                         await db.execute("ROLLBACK")
                         raise
@@ -294,15 +334,17 @@ class SQLiteStore:
         skipped = [
             (s.url, url_origin(s.url), s.depth or 0, s.reason, s.decided_at, run_id) for s in skips
         ]
+        page_statements = UPSERT_PAGE.statements(fresh)
         await self._transaction(
             f"write {len(pages)} pages",
             [
                 *NEW_URL.statements(new_urls),
-                *UPSERT_PAGE.statements(fresh),
+                *page_statements,
                 *touch_statements(touched),
                 *FETCHED_URL.statements([fetched_url_row(r, run_id) for r in pages]),
                 *SKIPPED_URL.statements(skipped),
             ],
+            UPSERT_PAGE.unbinding(page_statements),
         )
 
     async def add_sample(self, run_id: int, sample: RunSample) -> None:

@@ -3,11 +3,13 @@ statement step per row, on real database files."""
 
 from __future__ import annotations
 
+import _sqlite3
 import asyncio
 import contextlib
+import ctypes
 import random
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from storage.sqlite.sql import (
     Rows,
     touch_statements,
 )
+from storage.sqlite.store import _in_transaction
 
 STAMP = "2026-11-30T10:00:00+00:00"
 
@@ -168,6 +171,59 @@ def test_big_pages_are_written_a_few_to_a_statement(tmp_path: Path) -> None:
     connection.execute("COMMIT")
     stored = connection.execute("SELECT url, length(text) FROM pages ORDER BY id").fetchall()
     assert stored == [(row[0], len(row[6])) for row in rows]
+
+
+def _sqlite_memory_used() -> Callable[[], int] | None:
+    """SQLite's ``sqlite3_memory_used``, from the library the ``sqlite3`` module runs on."""
+    try:
+        library = ctypes.CDLL(_sqlite3.__file__)  # its symbols, and its dependencies'
+        used = library.sqlite3_memory_used
+    except (OSError, AttributeError):
+        return None
+    used.restype = ctypes.c_int64
+    return used
+
+
+@pytest.mark.parametrize("unbind", [True, False])
+def test_written_pages_are_not_kept_by_the_cached_statement(tmp_path: Path, unbind: bool) -> None:
+    """SQLite keeps a copy of every value bound to a statement until it is bound again, and
+    the statement stays in Python's cache: without ``unbinding`` the last chunk's 6 MB of
+    text stay in memory after the commit; with it, they do not, nothing more is written,
+    and the statement still works."""
+    used = _sqlite_memory_used()
+    if used is None:
+        pytest.skip("no sqlite3_memory_used in this sqlite3 module's library")
+    rows = [
+        (f"http://a.test/{i}", f"http://a.test/{i}", 200, None, "text/html", "t", "x" * (2 << 20),
+         None, None, None, 1, 10, "h", STAMP, 1, "[]", 1, None, None, None, None, None, None,
+         None, None, None, None, STAMP)
+        for i in range(3)
+    ]  # fmt: skip
+    connection = _schema(tmp_path / "unbind.db")
+    connection.execute("PRAGMA cache_size=-256")  # a page cache too small to hide the values
+    statements = UPSERT_PAGE.statements(rows)
+    before = used()
+    _in_transaction(connection, statements, UPSERT_PAGE.unbinding(statements) if unbind else [])
+    kept = used() - before
+    assert connection.execute("SELECT count(*) FROM pages").fetchone() == (3,)
+    if unbind:
+        assert kept < 1 << 20
+        changed = [*rows[:2], (*rows[2][:6], "z", *rows[2][7:])]
+        _in_transaction(connection, UPSERT_PAGE.statements(changed))
+        stored = connection.execute("SELECT count(*), sum(length(text)) FROM pages").fetchone()
+        assert stored == (3, 2 * (2 << 20) + 1)
+    else:
+        assert kept > 5 << 20  # what the test is about: the copies stay without it
+
+
+def test_unbinding_only_weighed_statements_once_each() -> None:
+    rows = [tuple(range(NEW_URL.width))] * 3
+    assert NEW_URL.unbinding(NEW_URL.statements(rows)) == []
+    page = (None,) * UPSERT_PAGE.width
+    statements = UPSERT_PAGE.statements([page] * (UPSERT_PAGE.chunk * 2 + 3))
+    unbind = UPSERT_PAGE.unbinding(statements)
+    assert [sql for sql, _ in unbind] == [sql for sql, _ in statements]  # 2 sizes: 2 entries
+    assert all(nulls == (None,) * sql.count("?") for sql, nulls in unbind)
 
 
 @pytest.mark.parametrize("one_hop", [True, False])
