@@ -323,7 +323,7 @@ def test_parse_workers_exit_when_the_crawl_is_killed(tmp_path: Path) -> None:
     with SiteServer(latency_s=0.05) as site:
         crawl = _crawl_command(site, tmp_path, links=50)
         deadline = time.monotonic() + 30
-        workers: set[int] = set()  # resource tracker, 2 workers (and the fork server, if
+        workers: set[int] = set()  # the tracker's sink, 2 workers (and the fork server, if
         while time.monotonic() < deadline and (len(workers) < 3 or len(site.hits) < 5):
             workers |= _descendants(crawl.pid)  # seen before the workers were up)
             time.sleep(0.05)  # until the pool is up and parsing
@@ -397,20 +397,73 @@ def test_the_crawl_commands_fork_server_is_a_fork_of_it_and_leaves_with_it(tmp_p
         deadline = time.monotonic() + 30
         adopted: list[int] = []
         everything: set[int] = set()
-        while time.monotonic() < deadline and crawl.poll() is None and len(adopted) < 3:
+        while time.monotonic() < deadline and crawl.poll() is None and len(adopted) < 2:
             everything |= _descendants(crawl.pid)
-            kids = _children(crawl.pid)
-            if all(_cmdline(pid) == _cmdline(crawl.pid) and not _children(pid) for pid in kids):
-                adopted = sorted(kids)  # the resource tracker and 2 workers, no server
+            kids = [pid for pid in _children(crawl.pid) if _cmdline(pid) != SINK_CMDLINE]
+            if len(kids) >= 2 and all(
+                _cmdline(pid) == _cmdline(crawl.pid) and not _children(pid) for pid in kids
+            ):
+                adopted = sorted(kids)  # 2 workers, no server (and the tracker's sink)
             time.sleep(0.05)
         assert crawl.wait(timeout=60) == 0
-    # The resource tracker and 2 workers, each running the command's own command line (a
-    # spawned fork server's children would run multiprocessing's), none with children.
-    assert len(adopted) >= 3, "no workers seen as the crawl's own children"
+    # 2 workers, each running the command's own command line (a spawned fork server's
+    # children would run multiprocessing's), none with children.
+    assert len(adopted) >= 2, "no workers seen as the crawl's own children"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(_alive(pid) for pid in everything):
         time.sleep(0.1)
     assert not [pid for pid in everything if _alive(pid)]
+
+
+SINK_CMDLINE = b"cat\0"
+
+_TRACKER_SINK = """
+import os, signal, sys, time
+from multiprocessing import resource_tracker, shared_memory
+from crawler.pool.forkserver import _tracker_sink
+assert _tracker_sink()
+tracker = resource_tracker._resource_tracker
+fd, pid = tracker._fd, tracker._pid
+cmdline = b""
+for _ in range(200):  # the parent resumes before exec has set up the arguments
+    cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+    if cmdline:
+        break
+    time.sleep(0.01)
+assert cmdline == b"cat\\0", cmdline
+assert not _tracker_sink()  # one is running: nothing started
+resource_tracker.ensure_running()  # multiprocessing finds it alive and keeps it
+assert (tracker._fd, tracker._pid) == (fd, pid)
+os.kill(pid, signal.SIGINT)  # a Ctrl-C reaches the process group: the sink stays
+os.kill(pid, signal.SIGTERM)
+memory = shared_memory.SharedMemory(create=True, size=4096)  # registers: written, dropped
+memory.close()
+memory.unlink()
+resource_tracker.ensure_running()
+assert (tracker._fd, tracker._pid) == (fd, pid)
+print(pid, flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork start: Linux only")
+def test_the_crawl_commands_resource_tracker_is_a_sink(tmp_path: Path) -> None:
+    """``crawl`` hands its workers a pipe that ``cat`` drains in place of a resource tracker
+    (its processes register nothing): multiprocessing takes it as its tracker and keeps it,
+    registering still works, a Ctrl-C or SIGTERM does not end it, the end of its holders
+    does."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
+    out = subprocess.run(
+        [sys.executable, "-c", _TRACKER_SINK],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "resource_tracker" not in out.stderr  # no warning of a dead tracker
+    pid = int(out.stdout)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), "the sink outlived its process"
 
 
 _TRACKER_BY_FORK = """
