@@ -5,11 +5,12 @@ parsed text and every outlink (a page waiting for the writer to make room, ``Wri
 holds them all). A bound in pages alone lets memory follow the pages' size: 256 pages that
 each link to a thousand URLs hold a quarter of a million URL strings, 30-40 MB. So the
 number of pages let in follows what a page has weighed lately (``WEIGHT_BUDGET`` over a
-moving average of the pages' weight), between a floor and a ceiling (``Pipeline.of``: an
-eighth of the fetch slots, and four times as many). Pages that heavy are few at once by
-design: pages of a thousand new links each outrun the store's inserts anyway (the writer
-is what they wait for), and pages of megabytes of text are what the budget is for (4 MB
-pages: 1.6 GB PSS with 256 of them let in, 0.3 GB at the floor). Until a page has been
+moving average of the pages' weight), between a floor and a ceiling (``Pipeline.of``: a
+32nd of the fetch slots, at least 2, and four times as many). Pages that heavy are few at
+once by design: pages of a thousand new links each outrun the store's inserts anyway (the
+writer is what they wait for), and pages of megabytes of text are what the budget is for
+(4 MB pages, 64 slots: 1.6 GB PSS with 256 of them let in, 0.26 GB with 8, 0.18 GB with 2,
+as fast; bench/memory_bench.py --page-bytes). Until a page has been
 weighed ``initial`` holds (all the fetch slots): the first pages are fetched at full
 concurrency, not held back until one is weighed.
 
@@ -34,7 +35,9 @@ SMOOTHING = 1 / 32
 
 
 def page_weight(record: PageRecord) -> int:
-    """What a page held in memory between its fetch and the store, roughly."""
+    """What a page held in memory between its fetch and the store, roughly. Not its text:
+    counting it (most of a text-heavy page's body again) held the Python docs' crawl ~8 %
+    slower, at the same peak, and the floor already bounds pages of megabytes."""
     return PAGE_WEIGHT + (record.body_bytes or 0) + LINK_WEIGHT * len(record.links_json)
 
 
@@ -56,8 +59,9 @@ class Pipeline:
 
     @classmethod
     def of(cls, concurrency: int) -> Pipeline:
-        """A crawl's: an eighth of its fetch slots to four times as many, all of them to start."""
-        return cls(max(1, concurrency // 8), concurrency * 4, concurrency)
+        """A crawl's: a 32nd of its fetch slots (at least 2) to four times as many, all of
+        them to start."""
+        return cls(max(2, concurrency // 32), concurrency * 4, concurrency)
 
     def limit(self) -> int:
         if self._average <= 0:

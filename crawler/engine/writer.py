@@ -31,8 +31,7 @@ FOUND_BATCH = 10_000
 FOUND_MAX = 20_000
 """``room`` waits while more URLs than this wait for a write."""
 QUEUE_BYTES = 16 << 20
-"""``room`` waits while the text, outlinks and tokens of the records not yet written weigh
-more than this."""
+"""``room`` waits while the records not yet written weigh (``weight``) more than this."""
 
 
 WRITE_NOW = object()
@@ -40,8 +39,10 @@ WRITE_NOW = object()
 
 
 def weight(record: PageRecord) -> int:
-    """What a queued record holds in memory, roughly: its text, outlinks and tokens."""
-    return len(record.text or "") + len(record.links_json) + len(record.tokens or b"")
+    """What a queued record holds in memory, roughly: its text, outlinks, tokens and (with
+    ``--store-body``) body."""
+    size = len(record.text or "") + len(record.links_json) + len(record.tokens or b"")
+    return size + len(record.body) if record.body else size
 
 
 class Writer:

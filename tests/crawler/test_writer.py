@@ -123,3 +123,13 @@ def test_records_in_the_batch_count_against_the_byte_bound(
     unwritten = asyncio.run(go())
     assert sum(written) == 40
     assert unwritten <= 4, unwritten  # 2,000 bytes of 600-byte records, and the one put
+
+
+def test_a_record_weighs_its_stored_body_too() -> None:
+    """With ``--store-body`` a record carries the compressed body to the store: it counts."""
+    page = PageRecord(url="http://e.com/", final_url="http://e.com/", status=200, error=None,
+                      content_type="text/html", depth=0, body_bytes=5000, fetched_at=STAMP,
+                      text="x" * 100, tokens=b"t" * 10)  # fmt: skip
+    assert writer_module.weight(page) == 100 + len("[]") + 10
+    page.body = b"b" * 3000
+    assert writer_module.weight(page) == 100 + len("[]") + 10 + 3000
