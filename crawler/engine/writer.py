@@ -11,7 +11,7 @@ URLs make a batch of ``BATCH`` pages a quarter of a million URLs to hold and wri
 and pages of megabytes of text a batch of hundreds of megabytes. So a batch is also written
 once it carries ``FOUND_BATCH`` new URLs or weighs half of ``QUEUE_BYTES``, and a page job
 waits (``room``) while the records not yet written (queued, or in the batch being built or
-written) weigh ``QUEUE_BYTES`` or ``FOUND_MAX`` URLs found wait for a write: the page jobs
+written) weigh ``QUEUE_BYTES`` or ``FOUND_MAX`` URLs found are not yet stored: the page jobs
 then hold their slots, and the crawl fetches no more than the store takes.
 """
 
@@ -28,8 +28,10 @@ BATCH = 256
 IDLE_S = 0.1
 FOUND_BATCH = 10_000
 """A batch is written once the URLs found since the last write reach this many."""
-FOUND_MAX = 20_000
-"""``room`` waits while more URLs than this wait for a write."""
+FOUND_MAX = 30_000
+"""``room`` waits while more URLs than this are found and not yet stored: waiting for a
+write, or in the write under way (a write of 20,000 URLs with 20,000 more waiting held
+twice what either bound says)."""
 QUEUE_BYTES = 16 << 20
 """``room`` waits while the records not yet written weigh (``weight``) more than this."""
 
@@ -68,10 +70,13 @@ class Writer:
         """Set when a write has made room (``room`` waits on it past a bound)."""
         self._asked = False
         """A ``WRITE_NOW`` is in the queue."""
+        self._writing = 0
+        """URLs found in the write under way (taken from the admission, not yet stored)."""
         self.run_id = 0
 
     def _full(self) -> bool:
-        return self._pending_bytes > QUEUE_BYTES or self._found_waiting() > FOUND_MAX
+        found = self._found_waiting() + self._writing
+        return self._pending_bytes > QUEUE_BYTES or found > FOUND_MAX
 
     async def put(self, record: PageRecord) -> None:
         """Queue ``record``; then, past a bound, wait for a write to make room (``room``)."""
@@ -86,7 +91,7 @@ class Writer:
         page job waits here before it offers its page's links, so that the URLs found wait
         for a write in the thousands, not in the hundreds of thousands."""
         while self._full():
-            if not self._asked:
+            if not self._asked and not self._writing:  # a write under way makes room
                 with contextlib.suppress(asyncio.QueueFull):  # full: a write comes anyway
                     self._records.put_nowait(WRITE_NOW)
                     self._asked = True
@@ -148,8 +153,10 @@ class Writer:
             pages = batch[:] if batch else []
             if batch:
                 batch.clear()
+            self._writing = len(found)
             try:
                 await self._store.save(pages, found, skips, self.run_id)
             finally:
+                self._writing = 0
                 self._pending_bytes -= sum(weight(page) for page in pages)
                 self._room.set()

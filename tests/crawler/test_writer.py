@@ -56,6 +56,52 @@ def test_a_wait_for_room_ends_though_no_record_comes(
         assert conn.execute("SELECT count(*) FROM urls WHERE state = 'queued'").fetchone() == (150,)
 
 
+def test_the_urls_in_the_write_under_way_count_against_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The URLs a write has taken are held until it commits: with 80 of them being written
+    and 30 more waiting, 110 are past a bound of 100, and a page job waits until the write
+    ends (not only until fewer than 100 wait, which would hold twice the bound)."""
+    monkeypatch.setattr(writer_module, "FOUND_MAX", 100)
+    found = [UrlRecord(f"http://e.com/{i}", 1, 0.0, False, STAMP) for i in range(80)]
+    gate = asyncio.Event()
+
+    class GatedStore(SQLiteStore):
+        async def save(self, *args: Any) -> None:
+            await gate.wait()
+            await super().save(*args)
+
+    def take() -> list[UrlRecord]:
+        taken = found[:]
+        found.clear()
+        return taken
+
+    async def go() -> None:
+        store = GatedStore(str(tmp_path / "w.db"))
+        await store.open()
+        try:
+            writer = Writer(store, RunCounters(), take, list, lambda: len(found))
+            gate.set()
+            writer.run_id = await store.start_run(1, "{}", STAMP)
+            gate.clear()
+            writing = asyncio.create_task(writer.save())
+            await asyncio.sleep(0.01)
+            assert not found  # the write took the 80
+            found.extend(UrlRecord(f"http://e.com/n{i}", 1, 0.0, False, STAMP) for i in range(30))
+            waiting = asyncio.create_task(writer.room())
+            await asyncio.sleep(0.2)
+            assert not waiting.done()  # 80 being written + 30 waiting > 100
+            gate.set()
+            await asyncio.wait_for(waiting, 10)
+            await writing
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    with sqlite3.connect(tmp_path / "w.db") as conn:
+        assert conn.execute("SELECT count(*) FROM urls WHERE state = 'queued'").fetchone() == (80,)
+
+
 def test_urls_found_wait_for_the_store_in_bounded_numbers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
