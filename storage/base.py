@@ -200,7 +200,8 @@ class Store(Protocol):
         run_id: int,
     ) -> None:
         """In one transaction: new URLs queued, pages stored with their URL's new state and
-        schedule, and skip decisions."""
+        schedule, and skip decisions. ``urls`` is the store's: it may empty the list once
+        read, so that a write holds its statements, not the records as well."""
         ...
 
     async def add_sample(self, run_id: int, sample: RunSample) -> None:
