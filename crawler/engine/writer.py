@@ -30,8 +30,7 @@ FOUND_BATCH = 10_000
 """A batch is written once the URLs found since the last write reach this many."""
 FOUND_MAX = 30_000
 """``room`` waits while more URLs than this are found and not yet stored: waiting for a
-write, or in the write under way (a write of 20,000 URLs with 20,000 more waiting held
-twice what either bound says)."""
+write, or in the write under way (it holds them until it commits)."""
 QUEUE_BYTES = 16 << 20
 """``room`` waits while the records not yet written weigh (``weight``) more than this."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,17 @@ from tests.sites import SiteServer, new_links_handler
 STAMP = "2026-12-06T00:00:00+00:00"
 
 
+def taker(found: list[UrlRecord]) -> Callable[[], list[UrlRecord]]:
+    """A ``take_found`` for ``Writer``: what ``found`` holds, emptied (as the admission's)."""
+
+    def take() -> list[UrlRecord]:
+        taken = found[:]
+        found.clear()
+        return taken
+
+    return take
+
+
 def test_a_wait_for_room_ends_though_no_record_comes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -32,16 +44,11 @@ def test_a_wait_for_room_ends_though_no_record_comes(
     found = [UrlRecord(f"http://e.com/{i}", 1, 0.0, False, "2026-12-04T00:00:00+00:00")
              for i in range(150)]  # fmt: skip
 
-    def take() -> list[UrlRecord]:
-        taken = found[:]
-        found.clear()
-        return taken
-
     async def go() -> None:
         store = SQLiteStore(str(tmp_path / "w.db"))
         await store.open()
         try:
-            writer = Writer(store, RunCounters(), take, list, lambda: len(found))
+            writer = Writer(store, RunCounters(), taker(found), list, lambda: len(found))
             writer.run_id = await store.start_run(1, "{}", "2026-12-04T00:00:00+00:00")
             running = asyncio.create_task(writer.run())
             await asyncio.wait_for(writer.room(), 10)
@@ -71,16 +78,11 @@ def test_the_urls_in_the_write_under_way_count_against_the_bound(
             await gate.wait()
             await super().save(*args)
 
-    def take() -> list[UrlRecord]:
-        taken = found[:]
-        found.clear()
-        return taken
-
     async def go() -> None:
         store = GatedStore(str(tmp_path / "w.db"))
         await store.open()
         try:
-            writer = Writer(store, RunCounters(), take, list, lambda: len(found))
+            writer = Writer(store, RunCounters(), taker(found), list, lambda: len(found))
             gate.set()
             writer.run_id = await store.start_run(1, "{}", STAMP)
             gate.clear()
