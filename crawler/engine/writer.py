@@ -31,8 +31,11 @@ FOUND_BATCH = 10_000
 FOUND_MAX = 30_000
 """``room`` waits while more URLs than this are found and not yet stored: waiting for a
 write, or in the write under way (it holds them until it commits)."""
-QUEUE_BYTES = 16 << 20
-"""``room`` waits while the records not yet written weigh (``weight``) more than this."""
+QUEUE_BYTES = 8 << 20
+"""``room`` waits while the records not yet written weigh (``weight``) more than this. A
+page of 10,000 links carries ~0.5 MB of ``links_json``: at 16 MB, ~30 such pages waited
+for the store at once (~8 MB more of the crawl process at the peak, for no speed); at 4 MB
+the writes come too often for such pages."""
 
 
 WRITE_NOW = object()
