@@ -113,11 +113,12 @@ class Resolver:
         self._dir = path[: path.rfind("/") + 1]
         self._prefix = self._origin + self._dir
         # "../" climbs one directory (never above the root): _ancestors[k] is the directory
-        # k levels up, the root last.
+        # k levels up, the root last. A level is one path segment, an empty one too:
+        # "//a/" climbs to "//", then "/" (WHATWG's path list ["", "a"]).
         directory = self._dir
         while directory != "/":
             self._ancestors.append(directory)
-            directory = directory[: directory.rstrip("/").rfind("/") + 1]
+            directory = directory[: directory.rfind("/", 0, -1) + 1]
         self._ancestors.append("/")
 
     @property

@@ -106,6 +106,9 @@ _RESOLVER_BASES = [
     "http://example.com/a/b/c/d/e/",
     "http://example.com/a%7eb/c",  # an escape in the base: ada does it all
     "HTTP://Example.COM:80/a/./b",  # not normalised: ada does it all
+    "http://example.com//a/p.html",  # empty path segments: "../" climbs them one by one
+    "http://example.com//",
+    "http://example.com/a//b//c?q",
 ]
 _HREF_PARTS = ["a", "B", "0", ".", "..", "../", "/", "//", "/.", "?", "=", "&", "-", "_", "~", "%7e", "#",
                ":", " ", "\t", "http://example.com", "https://example.com:8443", "@", "é",
@@ -152,6 +155,17 @@ def test_resolver_remembers_nothing_wrong(base: str, links: list[tuple[str, str]
 def test_resolver_dot_segments(href: str) -> None:
     base = "http://example.com/a/b/c.html"
     assert Resolver(base).resolve(href) == resolve_url(base, href)
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("base", ["http://h//a/p.html", "http://h//", "http://h///a//b/"])
+def test_a_base_with_empty_path_segments_resolves(base: str) -> None:
+    """A page at ``http://h//a/p.html`` is a URL like any other (WHATWG path
+    ``["", "a", "p.html"]``). Setting up its resolver once looped forever, growing a list:
+    the parse worker hung, and its memory grew by gigabytes a minute."""
+    resolver = Resolver(base)
+    for href in ("../x", "../../x", "../../../x", "x", "/x", "./"):
+        assert resolver.resolve(href) == resolve_url(base, href), href
 
 
 _PAGE_HREFS = st.lists(
