@@ -58,7 +58,7 @@ class Response:
         self.final = False
         """The final response's headers are in (not an interim 1xx's)."""
         self.error: BaseException | None = None
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes | bytearray] = []
         self._size = 0
         self._body_waiter: asyncio.Future[None] | None = None
 
@@ -98,7 +98,9 @@ class Response:
         if self.error is not None:
             raise self.error
         chunks = self._chunks
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if len(chunks) == 1 and type(chunks[0]) is bytes:
+            return chunks[0]
+        return b"".join(chunks)
 
     def release(self) -> None:
         """Done with the response: its connection goes back to the pool if it can be reused
