@@ -89,11 +89,12 @@ def parse_sitemap(
     source = _Source(body, max_bytes)
     collector = _Collector(max_urls)
     chunks = source.chunks()
-    head = b""
+    parts = []  # up to the first chunk that is not all blanks: one look at each
     for chunk in chunks:
-        head += chunk
-        if head.lstrip(_BOM + b" \t\r\n"):
+        parts.append(chunk)
+        if chunk.lstrip(_BOM + b" \t\r\n"):
             break
+    head = b"".join(parts)
     rest = _prepend(head, chunks)
     if head.lstrip(_BOM + b" \t\r\n").startswith(b"<"):
         _parse_xml(rest, collector, truncated=lambda: source.truncated)
