@@ -88,7 +88,7 @@ class Resolver:
         self._slash_origin = ""
         self._dir = ""
         self._prefix = ""
-        self._ancestors: list[str] = []
+        self._ancestors: list[int] = []
         self._seen: dict[str, str] = {}
         # A page's URL is normalised already (the crawl queues only normalised URLs): the
         # string check confirms it; ada otherwise (in a parse worker its call costs ~35 us
@@ -112,14 +112,15 @@ class Resolver:
             path = path[:query]
         self._dir = path[: path.rfind("/") + 1]
         self._prefix = self._origin + self._dir
-        # "../" climbs one directory (never above the root): _ancestors[k] is the directory
-        # k levels up, the root last. A level is one path segment, an empty one too:
+        # "../" climbs one directory (never above the root): _dir[: _ancestors[k]] is the
+        # directory k levels up, the root last (ends, not strings: a base of n segments
+        # would hold ~n^2/2 characters). A level is one path segment, an empty one too:
         # "//a/" climbs to "//", then "/" (WHATWG's path list ["", "a"]).
-        directory = self._dir
-        while directory != "/":
-            self._ancestors.append(directory)
-            directory = directory[: directory.rfind("/", 0, -1) + 1]
-        self._ancestors.append("/")
+        end = len(self._dir)
+        while end > 1:
+            self._ancestors.append(end)
+            end = self._dir.rfind("/", 0, end - 1) + 1
+        self._ancestors.append(1)
 
     @property
     def origin(self) -> str | None:
@@ -166,7 +167,8 @@ class Resolver:
                     rest = plain[3 * up :]
                     if rest[:1] != "." and "/." not in rest and _PLAIN.fullmatch(rest):
                         ancestors = self._ancestors
-                        url = origin + ancestors[min(up, len(ancestors) - 1)] + rest
+                        end = ancestors[min(up, len(ancestors) - 1)]
+                        url = origin + self._dir[:end] + rest
                 if url is None and ":" not in plain:
                     url = self._fast(self._dir + plain)
             elif plain.startswith(self._slash_origin):
