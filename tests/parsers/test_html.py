@@ -508,3 +508,20 @@ def test_anchor_hits_whatever_the_encoding_and_none_on_a_page_without_the_words(
         page = parse_page(job(data, charset=charset, query_terms=terms,
                               query_ids=query_ids(" ".join(terms))))  # fmt: skip
         assert page.anchor_hits == expected, (charset, body)
+
+
+def test_only_a_bounded_number_of_hrefs_is_resolved() -> None:
+    """With ``max_links=10`` the first 40 hrefs are resolved (``HREFS_PER_LINK``): the
+    first 10 distinct links among them are kept, repeats included in the count, and the
+    invisible elements after the last href looked at are still left out of the text."""
+    repeats = "".join('<a href="/same">s</a>' for _ in range(20))
+    unique = "".join(f'<a href="/u{k}">u</a>' for k in range(100))
+    body = f"<body><p>seen</p>{repeats}{unique}<script>hidden()</script><style>p{{}}</style></body>"
+    page = parse_page(job(body, max_links=10))
+    assert page.links == (
+        "http://example.com/same",
+        *(f"http://example.com/u{k}" for k in range(9)),
+    )
+    assert "hidden" not in page.text and "seen" in page.text
+    beyond = parse_page(job(repeats * 2 + unique, max_links=10))
+    assert beyond.links == ("http://example.com/same",)  # 40 repeats: the bound is hrefs
