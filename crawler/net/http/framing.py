@@ -164,8 +164,9 @@ class ResponseFraming:
         if len(body) < SMALL_PIECE:  # a chunked body of tiny chunks: one buffer, not
             if chunks and type(chunks[-1]) is bytearray:  # an object of ~40 bytes each
                 chunks[-1] += body
-                return
-            body = bytearray(body)
+            else:
+                chunks.append(bytearray(body))
+            return
         chunks.append(body)
 
     def on_message_complete(self) -> None:
