@@ -205,8 +205,13 @@ def _links(
     if terms:
         hits = {}
         any_term = _any_term(terms)
+        most_hits = len(terms)
         for node, url in zip(nodes, urls, strict=True):
             if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
+                continue
+            # An anchor's text is its whole subtree, and anchors can nest (<svg><a><a>...):
+            # none is read for a link left out, or one that has every query word already.
+            if url not in found or hits.get(url, 0) == most_hits:
                 continue
             text = node.text().lower()
             if any_term(text) is None:

@@ -525,3 +525,19 @@ def test_only_a_bounded_number_of_hrefs_is_resolved() -> None:
     assert "hidden" not in page.text and "seen" in page.text
     beyond = parse_page(job(repeats * 2 + unique, max_links=10))
     assert beyond.links == ("http://example.com/same",)  # 40 repeats: the bound is hrefs
+
+
+def test_anchor_hits_only_for_the_links_kept() -> None:
+    """Anchors nest in foreign content (``<svg><a><a>...``), and each one's text is its
+    whole subtree: a link beyond ``max_links`` gets none read, nor a link that already
+    holds every query word; the counts are those of the links kept."""
+    nested = "<svg>" + '<a href="/same">' * 2000 + "python crawler</svg>"
+    kept = '<a href="/k1">python</a><a href="/k2">crawler python</a><a href="/k3">python</a>'
+    tree = LexborHTMLParser(f"<body>{kept}{nested}</body>")
+    links, _, hits = _links(tree, "http://e.com/", 3, frozenset({"python", "crawler"}))
+    assert links == ("http://e.com/k1", "http://e.com/k2", "http://e.com/k3")
+    assert hits == {"http://e.com/k1": 1, "http://e.com/k2": 2, "http://e.com/k3": 1}
+    _, _, hits = _links(
+        LexborHTMLParser(nested), "http://e.com/", 10, frozenset({"python", "crawler"})
+    )
+    assert hits == {"http://e.com/same": 2}
