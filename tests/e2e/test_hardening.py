@@ -749,6 +749,23 @@ def test_max_outlinks_keeps_the_first_links(db_path: str) -> None:
     assert sorted(site.paths()) == sorted(["/", "/robots.txt", *(f"/l{i}" for i in range(10))])
 
 
+def test_pages_at_paths_with_empty_segments_are_crawled(db_path: str) -> None:
+    """``http://h//a/p.html`` is a URL like any other (WHATWG path ``["", "a", "p.html"]``):
+    its page is parsed and its links resolved as a browser does (``../q.html`` -> ``//q.html``,
+    one segment up). Such a page once hung its parse worker in an endless loop."""
+    with SiteServer() as site:
+        site.routes = {
+            "/": html_handler(anchors(site.url + "//a/p.html", "/b//c.html")),
+            "//a/p.html": html_handler(anchors("../q.html", "../../r.html", "./s.html")),
+        }
+        site.fallback = html_handler("<p>leaf</p>")
+        report = crawl([site.url + "/"], db_path)
+    assert links_of(db_path, site.url + "//a/p.html") == [
+        site.url + "//q.html", site.url + "/r.html", site.url + "//a/s.html",
+    ]  # fmt: skip
+    assert report.pages_ok == 6  # /, //a/p.html, /b//c.html and its three links
+
+
 # -- 7. sitemaps -----------------------------------------------------------------------------
 SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 
