@@ -33,9 +33,9 @@ FOUND_MAX = 30_000
 write, or in the write under way (it holds them until it commits)."""
 QUEUE_BYTES = 8 << 20
 """``room`` waits while the records not yet written weigh (``weight``) more than this. A
-page of 10,000 links carries ~0.5 MB of ``links_json``: at 16 MB, ~30 such pages waited
-for the store at once (~8 MB more of the crawl process at the peak, for no speed); at 4 MB
-the writes come too often for such pages."""
+page of 10,000 links carries ~0.5 MB of ``links_json``: twice this bound let dozens of such
+pages wait for the store at once, for no speed; half of it makes the writes of such pages
+too frequent."""
 
 
 WRITE_NOW = object()
