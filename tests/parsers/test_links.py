@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +15,7 @@ from parsers.links import (
     url_origin,
 )
 from parsers.native import resolve_all
+from tests.traced import traced
 
 
 @pytest.mark.parametrize(
@@ -236,12 +235,8 @@ def test_a_deep_base_costs_memory_in_proportion() -> None:
     """A page's ``<base href>`` can have 100,000 segments (200 KB): the resolver held each
     ancestor directory as a string of its own, ~10 GB of them; now it holds their ends."""
     base = "http://h/" + "a/" * 100_000
-    tracemalloc.start()
-    try:
+    with traced() as memory:
         resolver = Resolver(base)
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert held < 100 * len(base)  # linear (ints); the strings were quadratic
+    assert memory.current < 100 * len(base)  # linear (ints); the strings were quadratic
     for href in ("../x", "../../../x", "../" * 100_001 + "x", "x"):
         assert resolver.resolve(href) == resolve_url(base, href)

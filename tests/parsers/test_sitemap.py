@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import time
-import tracemalloc
 import zlib
 
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from parsers.sitemap import MAX_LOC_CHARS, MAX_SITEMAP_DEPTH, Sitemap, parse_sitemap
+from tests.traced import traced
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 
@@ -152,13 +152,10 @@ def gzip_bomb() -> bytes:
 
 def test_gzip_bomb_is_capped_and_flat_in_memory(gzip_bomb: bytes) -> None:
     assert len(gzip_bomb) < 100_000
-    tracemalloc.start()
     started = time.perf_counter()
-    try:
+    with traced() as memory:
         result = parse_sitemap(gzip_bomb, max_bytes=4 << 20)
-        _, peak_bytes = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak_bytes = memory.peak
     elapsed_s = time.perf_counter() - started  # ~0.05 s here; not asserted
     assert result.urls == ("https://example.com/first",)
     assert result.truncated and result.error is None
@@ -171,12 +168,9 @@ def test_deep_nesting_stops_parsing_and_stays_flat_in_memory() -> None:
     tracemalloc sees: pyexpat allocates through Python's allocator) stays small."""
     body = urlset("https://example.com/a", "https://example.com/b")[: -len(b"</urlset>")]
     body += b"<a>" * (10 * 1024 * 1024 // 3)
-    tracemalloc.start()
-    try:
+    with traced() as memory:
         result = parse_sitemap(body)
-        _, peak_bytes = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak_bytes = memory.peak
     assert result.urls == ("https://example.com/a", "https://example.com/b")
     assert result.error == f"elements nested deeper than {MAX_SITEMAP_DEPTH}"
     assert not result.truncated

@@ -13,7 +13,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tracemalloc
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from storage.warc import export_warc
 from tests.proc import ROOT as ROOT_DIR
 from tests.proc import child_env
 from tests.sites import Handler, SiteServer
+from tests.traced import traced
 
 FAST: dict[str, Any] = {"concurrency": 8, "per_host": 8, "delay": 0.0, "workers": 1, "progress": False,
         "sitemaps": False}  # fmt: skip
@@ -280,13 +280,9 @@ def test_export_streams_in_constant_memory(stored_db: str, tmp_path: Path) -> No
         )
     total = pages * size  # incompressible bodies: stored as large as they are
     out = tmp_path / "big.warc.gz"
-    tracemalloc.start()
-    try:
-        with open(out, "wb") as handle:
-            count = export_warc(db, handle)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with traced() as memory, open(out, "wb") as handle:
+        count = export_warc(db, handle)
+    peak = memory.peak
     assert count == pages + 6
     assert out.stat().st_size > total
     assert peak < total / 20, f"peak {peak} bytes for {total} bytes of bodies"

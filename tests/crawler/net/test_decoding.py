@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import tracemalloc
 import zlib
 
 import brotli
@@ -11,6 +10,7 @@ import pytest
 import zstandard
 
 from crawler.net.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
+from tests.traced import traced
 
 BODY = b"<html><title>x</title>" + b"hello world " * 5000
 
@@ -61,14 +61,9 @@ def test_concatenated_gzip_members() -> None:
 )
 def test_bomb_is_capped_with_flat_memory(encoding: str, encode) -> None:  # type: ignore[no-untyped-def]
     bomb = encode(b"\0" * 200_000_000)  # 200 MB of zeros, a few hundred KB compressed
-    tracemalloc.start()
-    try:
-        with pytest.raises(BodyTooLarge):
-            decode(bomb, encoding, cap=1_000_000, chunk=65536)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 8_000_000
+    with traced() as memory, pytest.raises(BodyTooLarge):
+        decode(bomb, encoding, cap=1_000_000, chunk=65536)
+    assert memory.peak < 8_000_000
 
 
 @pytest.mark.parametrize(
