@@ -46,7 +46,8 @@ int read from the node; ``node.tag`` builds a new string from the tag's name eac
 HREFS_PER_LINK = 4
 """A page's first ``HREFS_PER_LINK * max_links`` hrefs are resolved, for its first
 ``max_links`` distinct links: every href resolved is a URL as long as the base, and a page
-of 10 MB can hold 700,000 hrefs (4.5 GB of URLs against a 2,000-character base)."""
+of 10 MB can hold 700,000 hrefs (gigabytes of URLs against a base of a few thousand
+characters)."""
 
 _WORDS = re.compile(r"[a-z0-9\x80-\U0010ffff]+")
 _ASCII_SPACE = re.compile("[ \t\n\f\r]")

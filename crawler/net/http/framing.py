@@ -31,8 +31,8 @@ MAX_HEADER_BYTES = 64 * 1024
 interim responses, chunk framing, trailers (a server could otherwise send them forever)."""
 SMALL_PIECE = 4096
 """Body pieces smaller than this (a chunked body's tiny chunks) are gathered into one
-``bytearray``: each ``bytes`` of its own costs ~33 bytes more than its data, and a body
-of 2-byte chunks held ~22x its size."""
+``bytearray``: each ``bytes`` of its own costs ~33 bytes more than its data, so a body of
+tiny chunks would weigh many times what the body cap allows."""
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 """Request headers never recorded (``record=True``): they hold credentials."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
