@@ -114,12 +114,15 @@ def stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
             t1 = time.perf_counter()
             html._head(tree)
             t2 = time.perf_counter()
-            invisible: list[Any] = []
+            walk = html.tree_walk.native  # the C walk, where it runs (parse_document's choice)
+            invisible: list[Any] | None = [] if walk is None else None
             links, _, _ = html._links(tree, job.final_url, job.max_links,
-                                      frozenset(job.query_terms), html._offered, 1, invisible)  # fmt: skip
-            html._remove(invisible)
+                                      frozenset(job.query_terms), html._offered, 1, invisible,
+                                      None, walk)  # fmt: skip
+            if invisible:
+                html.remove(invisible)
             t3 = time.perf_counter()
-            text = html.visible_text(tree)
+            text = html.visible_text(tree, walk)
             t4 = time.perf_counter()
             page_terms(text, job.query_ids)
             t5 = time.perf_counter()

@@ -21,27 +21,17 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from parsers import tree_walk
 from parsers.encodings import ASCII_COMPATIBLE, bom_encoding, decode, from_python, get_encoding
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
 from parsers.priority import REOFFER_MAX, REOFFER_MIN, page_relevance
-
-_INVISIBLE_SELECTOR = "script, style, noscript, template"
-_INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
-_LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src]"
-_LINKS_AND_INVISIBLE = f"{_LINK_SELECTOR}, {_INVISIBLE_SELECTOR}"
-"""One walk of the tree finds both (a walk costs the same whatever it finds)."""
-_FRAME_TAGS = frozenset({"frame", "iframe"})
-_HREF, _SRC, _HIDDEN = 0, 1, 2
-_KINDS: dict[int, int] = {}
-"""lexbor's tag id of each element the query above finds -> where its link is (``_HREF``,
-``_SRC``) or ``_HIDDEN``: filled from ``node.tag`` when an id is first met. A tag id is an
-int read from the node; ``node.tag`` builds a new string from the tag's name each time."""
-
+from parsers.tree_walk import ANCHOR_TEXT_VISITS, python_hrefs, remove, visible_text
 
 HREFS_PER_LINK = 4
 """A page's first ``HREFS_PER_LINK * max_links`` hrefs are resolved, for its first
@@ -139,14 +129,6 @@ def _detect(body: bytes) -> str:
     return encoding if encoding in ASCII_COMPATIBLE else "windows-1252"
 
 
-def _kind(node: LexborNode) -> int:
-    """The ``_KINDS`` entry of ``node``'s tag, added if it is new."""
-    tag = node.tag
-    kind = _HIDDEN if tag in _INVISIBLE_TAGS else _SRC if tag in _FRAME_TAGS else _HREF
-    _KINDS[node.tag_id] = kind
-    return kind
-
-
 def _links(
     tree: LexborHTMLParser,
     base: str,
@@ -156,40 +138,29 @@ def _links(
     depth: int = 0,
     invisible: list[LexborNode] | None = None,
     resolve: Callable[[Resolver, list[str]], list[str | None]] | None = None,
+    walk: ModuleType | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
     """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
 
-    One selector pass over the tree; one attribute dict per node (each ``attributes`` call
-    builds a new dict); the hrefs resolved together (``parsers.hrefs.resolve_all``).
-    ``terms``: query words to count in the anchor text of links at ``depth`` (reading anchor
-    text is the costly part: only new links need it); with ``offered`` (``hash(url)`` -> the
-    smallest depth this worker offered it at), only of those not offered at ``depth`` or less.
-    ``invisible``: if given, the same pass appends the script, style, noscript and template
-    elements to it, in document order (for ``_remove``). ``resolve``: how the hrefs are
-    resolved, ``resolve_all`` (numba) unless given.
+    The hrefs are found by ``walk`` (``parsers.tree_walk.native``, C) if given, else by one
+    selector pass over the tree in Python (``parsers.tree_walk.python_hrefs``); then resolved together
+    (``parsers.hrefs.resolve_all``). ``terms``: query words to count in the anchor text of
+    links at ``depth`` (reading anchor text is the costly part: only new links need it); with
+    ``offered`` (``hash(url)`` -> the smallest depth this worker offered it at), only of those
+    not offered at ``depth`` or less. ``invisible``: if given (and no ``walk``), the Python
+    pass appends the script, style, noscript and template elements to it, in document order
+    (for ``parsers.tree_walk.remove``). ``resolve``: how the hrefs are resolved, ``resolve_all`` (numba)
+    unless given.
     """
-    nodes: list[LexborNode] = []
-    hrefs: list[str] = []
-    rels: list[tuple[int, str]] = []  # (index in hrefs, rel) of the links that have a rel
-    kinds = _KINDS
     most = HREFS_PER_LINK * max(max_links, 0)
-    for node in tree.css(_LINK_SELECTOR if invisible is None else _LINKS_AND_INVISIBLE):
-        kind = kinds.get(node.tag_id)
-        if kind is None:
-            kind = _kind(node)
-        if kind == _HIDDEN:
-            invisible.append(node)  # type: ignore[union-attr]  # only queried with a list
-            continue
-        if len(hrefs) >= most:
-            continue  # the walk goes on for the invisible elements
-        attributes = node.attributes
-        href = attributes.get("href" if kind == _HREF else "src")
-        if href:
-            rel = attributes.get("rel")
-            if rel:
-                rels.append((len(hrefs), rel))
-            nodes.append(node)
-            hrefs.append(href)
+    if walk is not None:
+        root = tree.root
+        if root is None:
+            return (), (), {} if terms else None
+        hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS)
+        text_of: Callable[[int], str] = anchors.text
+    else:
+        hrefs, rels, text_of = python_hrefs(tree, most, invisible)
     # All hrefs at once: one numba call instead of Python for each. Then no Python
     # loop over every link but where it must look at each (anchor text, for a query): the
     # links deduplicated in C (an href that resolves to nothing is None).
@@ -207,14 +178,14 @@ def _links(
         hits = {}
         any_term = _any_term(terms)
         most_hits = len(terms)
-        for node, url in zip(nodes, urls, strict=True):
+        for i, url in enumerate(urls):
             if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
                 continue
             # An anchor's text is its whole subtree, and anchors can nest (<svg><a><a>...):
             # none is read for a link left out, or one that has every query word already.
             if url not in found or hits.get(url, 0) == most_hits:
                 continue
-            text = node.text().lower()
+            text = text_of(i).lower()
             if any_term(text) is None:
                 continue
             count = len(terms.intersection(_WORDS.findall(text)))
@@ -293,29 +264,6 @@ def _run_extract(tree: LexborHTMLParser, url: str) -> tuple[str | None, str | No
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _strip_invisible(tree: LexborHTMLParser) -> None:
-    """Remove script, style, noscript and template elements (what ``strip_tags`` does with
-    one query per tag) with one query."""
-    _remove(tree.css(_INVISIBLE_SELECTOR))
-
-
-def visible_text(tree: LexborHTMLParser) -> str:
-    """The text of the body (or the document), its text nodes stripped and joined by one
-    space; whitespace-only nodes (the line breaks between tags) are left out instead of
-    adding a space each (``skip_empty``: ~7 % faster on documentation pages, and no runs
-    of spaces in the stored text). Invisible elements are removed before."""
-    root = tree.body if tree.body is not None else tree.root
-    return root.text(separator=" ", strip=True, skip_empty=True).strip() if root else ""
-
-
-def _remove(nodes: list[LexborNode]) -> None:
-    """Remove ``nodes`` (found in document order) last to first, so that a match inside
-    another (``<noscript><style>``) goes before its ancestor and nothing is touched after
-    it was freed."""
-    for node in reversed(nodes):
-        node.decompose(recursive=False)
-
-
 @functools.cache
 def _kernels() -> tuple[Callable[[Resolver, list[str]], list[str | None]], Callable[..., Any]]:
     """(``resolve_all``, ``page_terms``): the kernels (``parsers.native``), imported where
@@ -359,13 +307,15 @@ def parse_document(
     lang = None
     if html is not None and html.tag == "html":
         lang = (html.attributes.get("lang") or "").strip() or None
-    invisible: list[LexborNode] = []
+    walk = tree_walk.native
+    invisible: list[LexborNode] | None = [] if walk is None else None
     links, nofollow_links, anchor_hits = _links(
         tree, base, job.max_links, frozenset(job.query_terms), offered, job.depth + 1, invisible,
-        resolve,
+        resolve, walk,
     )  # fmt: skip
-    _remove(invisible)
-    text = visible_text(tree)
+    if invisible:
+        remove(invisible)
+    text = visible_text(tree, walk)
     if noindex:
         text = ""
     return Page(

@@ -19,7 +19,6 @@ from parsers.html import (
     _Head,
     _head,
     _links,
-    _strip_invisible,
     choose_charset,
     content_hash,
     links_json,
@@ -33,6 +32,7 @@ from parsers.html import (
 from parsers.page import Page, ParseFailure, ParseJob, same_content
 from parsers.priority import REOFFER_MAX, REOFFER_MIN, page_relevance
 from parsers.terms import query_token_ids as query_ids
+from parsers.tree_walk import strip_invisible
 from parsers.worker import text_terms
 
 
@@ -293,7 +293,7 @@ def test_invisible_elements_removed_as_strip_tags_does(html: str) -> None:
     """One query, removed last to first (nested matches included), leaves the same text as
     selectolax's strip_tags, one query per tag."""
     ours, reference = LexborHTMLParser(html), LexborHTMLParser(html)
-    _strip_invisible(ours)
+    strip_invisible(ours)
     reference.strip_tags(["script", "style", "noscript", "template"])
 
     assert visible_text(ours) == visible_text(reference)
@@ -333,7 +333,7 @@ def test_one_walk_finds_the_links_and_removes_what_the_separate_queries_do(html:
     page = parse_page(job(f"<body>{html}</body>"))
     tree = LexborHTMLParser(f"<body>{html}</body>".encode())
     links, _, _ = _links(tree, "http://example.com/dir/page.html", 10_000)
-    _strip_invisible(tree)
+    strip_invisible(tree)
     text = visible_text(tree)
     assert page.links == links
     assert page.text == text

@@ -1,0 +1,459 @@
+/* parsers._walk: a page's links and visible text, read from selectolax's lexbor tree in C.
+
+What parsers/html.py does in Python for every page (a CSS query, a LexborNode and an
+attribute dict for each link, the invisible elements removed before the text is read), done
+as one walk of lexbor's nodes. The results are the same (parsers/tree_walk.py checks them
+against the Python walk on a probe page before this module is used; the tests compare the two
+on many pages). What this walk reads:
+
+- lexbor's node, element, attribute and character-data structs, as declared in the lexbor
+  sources that selectolax bundles (lexbor/source/lexbor/dom/interfaces/{node,element,attr,
+  character_data}.h). Only fields are read: no lexbor function is called (selectolax links
+  lexbor statically; its symbols are not ours to call);
+- selectolax's LexborNode object, for its node pointer: PyObject_HEAD, Cython's vtable
+  pointer, then `lxb_dom_node_t *node` (the `cdef class LexborNode` of selectolax/lexbor.pxd).
+
+Both are layouts of one selectolax release, not an API: parsers/tree_walk.py uses this module
+only with the selectolax versions whose layout was checked, and only if its probe agrees.
+
+Nothing here is bounded by the page but the tree itself: one pre-order walk of the nodes for
+the links (stopping at `most` hrefs) and one for the text; anchor text is read per link on
+request, under a budget of node visits per tree (nested anchors would make it quadratic).
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* lexbor: dom/interfaces/{node,element,attr,character_data}.h and core/str.h */
+typedef struct {
+    unsigned char *data;
+    size_t length;
+} lx_str;
+
+typedef struct lx_node lx_node;
+struct lx_node {
+    void *events;            /* lxb_dom_event_target_t */
+    uintptr_t local_name;    /* an element's tag id; an attribute's name id */
+    uintptr_t prefix;
+    uintptr_t ns;
+    void *owner_document;
+    lx_node *next;
+    lx_node *prev;
+    lx_node *parent;
+    lx_node *first_child;
+    lx_node *last_child;
+    void *user;
+    int type;                /* lxb_dom_node_type_t */
+};
+
+typedef struct lx_attr lx_attr;
+typedef struct {
+    lx_node node;
+    uintptr_t upper_name;
+    uintptr_t qualified_name;
+    lx_str *is_value;
+    lx_attr *first_attr;
+} lx_element;
+
+struct lx_attr {
+    lx_node node;
+    uintptr_t upper_name;
+    uintptr_t qualified_name; /* set only where the markup's name differs from local_name */
+    lx_str *value;
+    void *owner;
+    lx_attr *next;
+};
+
+typedef struct {
+    lx_node node;
+    lx_str data;
+} lx_character_data;
+
+enum { NODE_ELEMENT = 1, NODE_TEXT = 3 };
+enum { TAG__TEXT = 0x02, TAG_A = 0x07, TAG_AREA = 0x13, TAG_FRAME = 0x59, TAG_IFRAME = 0x68,
+       TAG_NOSCRIPT = 0x8c, TAG_SCRIPT = 0xa2, TAG_STYLE = 0xae, TAG_TEMPLATE = 0xb6 };
+enum { ATTR_HREF = 0x1d, ATTR_REL = 0x32, ATTR_SRC = 0x3d };
+
+/* selectolax: cdef class LexborNode (lexbor.pxd) */
+typedef struct {
+    PyObject_HEAD
+    void *vtab;
+    lx_node *node;
+    PyObject *parser;
+} selectolax_node;
+
+static PyTypeObject *lexbor_node_type; /* selectolax.lexbor.LexborNode, set by bind() */
+
+static lx_node *
+node_of(PyObject *obj)
+{
+    if (lexbor_node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "parsers._walk.bind() was not called");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(obj, lexbor_node_type)) {
+        PyErr_SetString(PyExc_TypeError, "a selectolax LexborNode is needed");
+        return NULL;
+    }
+    lx_node *node = ((selectolax_node *)obj)->node;
+    if (node == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the LexborNode holds no node");
+    }
+    return node;
+}
+
+/* The pre-order successor of `node` within `root`'s subtree, skipping `node`'s children
+   when `skip` (lxb_dom_node_simple_walk's order: what selectolax's queries and text use). */
+static inline lx_node *
+step(lx_node *node, lx_node *root, int skip)
+{
+    if (!skip && node->first_child != NULL) {
+        return node->first_child;
+    }
+    while (node != root && node->next == NULL) {
+        node = node->parent;
+    }
+    return node == root ? NULL : node->next;
+}
+
+/* The value of `element`'s attribute named exactly `name` (no prefix, as selectolax's
+   `attributes` dict keys it), or NULL if it has none or an empty one. */
+static const lx_str *
+attribute(const lx_node *element, uintptr_t name)
+{
+    for (const lx_attr *attr = ((const lx_element *)element)->first_attr; attr != NULL;
+         attr = attr->next) {
+        if (attr->node.local_name == name && attr->qualified_name == 0) {
+            const lx_str *value = attr->value;
+            if (value == NULL || value->data == NULL || value->length == 0) {
+                return NULL;
+            }
+            return value;
+        }
+    }
+    return NULL;
+}
+
+static PyObject *
+decode(const lx_str *value)
+{
+    return PyUnicode_DecodeUTF8((const char *)value->data, (Py_ssize_t)value->length,
+                                "replace");
+}
+
+static inline int
+invisible(uintptr_t tag)
+{
+    return tag == TAG_SCRIPT || tag == TAG_STYLE || tag == TAG_NOSCRIPT || tag == TAG_TEMPLATE;
+}
+
+/* ---- Anchors: the link elements of one walk, for their text on request ---- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;   /* the LexborNode walked: it holds the parser, so the tree lives */
+    lx_node **nodes;
+    Py_ssize_t count;
+    Py_ssize_t budget; /* node visits left for anchor text */
+} Anchors;
+
+static void
+anchors_dealloc(Anchors *self)
+{
+    Py_XDECREF(self->owner);
+    PyMem_Free(self->nodes);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t
+anchors_len(Anchors *self)
+{
+    return self->count;
+}
+
+/* text(i): the text of link i's element, as selectolax's `node.text()` (every text node
+   below it, in order, decoded as one); "" once the tree's budget of visits is spent. */
+static PyObject *
+anchors_text(Anchors *self, PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (i < 0 || i >= self->count) {
+        PyErr_SetString(PyExc_IndexError, "no such link");
+        return NULL;
+    }
+    lx_node *root = self->nodes[i];
+    /* One pass to size the text, one to copy it: no text node is read twice. */
+    size_t size = 0;
+    Py_ssize_t visits = 0;
+    for (lx_node *node = step(root, root, 0); node != NULL; node = step(node, root, 0)) {
+        if (++visits > self->budget) {
+            self->budget = 0;
+            return PyUnicode_FromStringAndSize("", 0);
+        }
+        if (node->local_name == TAG__TEXT) {
+            const lx_str *data = &((lx_character_data *)node)->data;
+            if (data->data != NULL) {
+                size += data->length;
+            }
+        }
+    }
+    self->budget -= visits;
+    if (size > PY_SSIZE_T_MAX) {
+        return PyErr_NoMemory();
+    }
+    char *buffer = PyMem_Malloc(size ? size : 1);
+    if (buffer == NULL) {
+        return PyErr_NoMemory();
+    }
+    size_t at = 0;
+    for (lx_node *node = step(root, root, 0); node != NULL; node = step(node, root, 0)) {
+        if (node->local_name == TAG__TEXT) {
+            const lx_str *data = &((lx_character_data *)node)->data;
+            if (data->data != NULL && data->length) {
+                memcpy(buffer + at, data->data, data->length);
+                at += data->length;
+            }
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(buffer, (Py_ssize_t)at, "replace");
+    PyMem_Free(buffer);
+    return text;
+}
+
+static PyMethodDef anchors_methods[] = {
+    {"text", (PyCFunction)anchors_text, METH_O, "The text of link i's element."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods anchors_sequence = {.sq_length = (lenfunc)anchors_len};
+
+static PyTypeObject AnchorsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "parsers._walk.Anchors",
+    .tp_basicsize = sizeof(Anchors),
+    .tp_dealloc = (destructor)anchors_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The link elements of one links() walk, for their text on request.",
+    .tp_methods = anchors_methods,
+    .tp_as_sequence = &anchors_sequence,
+};
+
+/* ---- links(root, most, budget) ---- */
+
+static PyObject *
+links(PyObject *module, PyObject *args)
+{
+    PyObject *owner;
+    Py_ssize_t most, budget;
+    if (!PyArg_ParseTuple(args, "Onn", &owner, &most, &budget)) {
+        return NULL;
+    }
+    lx_node *root = node_of(owner);
+    if (root == NULL) {
+        return NULL;
+    }
+    PyObject *hrefs = PyList_New(0), *rels = PyList_New(0);
+    Anchors *anchors = PyObject_New(Anchors, &AnchorsType);
+    if (anchors != NULL) {
+        anchors->owner = NULL;
+        anchors->nodes = NULL;
+        anchors->count = 0;
+        anchors->budget = budget;
+    }
+    Py_ssize_t capacity = 0;
+    if (hrefs == NULL || rels == NULL || anchors == NULL) {
+        goto failed;
+    }
+    for (lx_node *node = root; node != NULL && anchors->count < most;
+         node = step(node, root, 0)) {
+        if (node->type != NODE_ELEMENT) {
+            continue;
+        }
+        uintptr_t tag = node->local_name, name;
+        if (tag == TAG_A || tag == TAG_AREA) {
+            name = ATTR_HREF;
+        }
+        else if (tag == TAG_FRAME || tag == TAG_IFRAME) {
+            name = ATTR_SRC;
+        }
+        else {
+            continue;
+        }
+        const lx_str *value = attribute(node, name);
+        if (value == NULL) {
+            continue;
+        }
+        if (anchors->count == capacity) {
+            Py_ssize_t grown = capacity ? 2 * capacity : 64;
+            lx_node **nodes = PyMem_Realloc(anchors->nodes, (size_t)grown * sizeof(lx_node *));
+            if (nodes == NULL) {
+                PyErr_NoMemory();
+                goto failed;
+            }
+            anchors->nodes = nodes;
+            capacity = grown;
+        }
+        PyObject *href = decode(value);
+        if (href == NULL || PyList_Append(hrefs, href) < 0) {
+            Py_XDECREF(href);
+            goto failed;
+        }
+        Py_DECREF(href);
+        const lx_str *rel = attribute(node, ATTR_REL);
+        if (rel != NULL) {
+            PyObject *pair = Py_BuildValue("(nN)", anchors->count, decode(rel));
+            if (pair == NULL || PyList_Append(rels, pair) < 0) {
+                Py_XDECREF(pair);
+                goto failed;
+            }
+            Py_DECREF(pair);
+        }
+        anchors->nodes[anchors->count++] = node;
+    }
+    Py_INCREF(owner);
+    anchors->owner = owner;
+    return Py_BuildValue("(NNN)", hrefs, rels, (PyObject *)anchors);
+
+failed:
+    Py_XDECREF(hrefs);
+    Py_XDECREF(rels);
+    Py_XDECREF((PyObject *)anchors);
+    return NULL;
+}
+
+/* ---- text(root) ---- */
+
+static int
+ascii_space_only(const lx_str *data)
+{
+    if (data->data == NULL) {
+        return 1;
+    }
+    for (size_t i = 0; i < data->length; i++) {
+        unsigned char c = data->data[i];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\f' && c != '\r') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* `str.strip()` of `text` (whose reference it takes): the same whitespace, Py_UNICODE_ISSPACE,
+   without a method call. */
+static PyObject *
+strip(PyObject *text)
+{
+    Py_ssize_t end = PyUnicode_GET_LENGTH(text), start = 0, length = end;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    while (start < end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start))) {
+        start++;
+    }
+    while (end > start && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end - 1))) {
+        end--;
+    }
+    if (start == 0 && end == length) {
+        return text;
+    }
+    PyObject *part = PyUnicode_Substring(text, start, end);
+    Py_DECREF(text);
+    return part;
+}
+
+/* text(root): `root.text(separator=" ", strip=True, skip_empty=True).strip()` of the tree
+   with its script, style, noscript and template elements removed: their subtrees are
+   skipped instead (the tree is not changed). */
+static PyObject *
+text(PyObject *module, PyObject *owner)
+{
+    lx_node *root = node_of(owner);
+    if (root == NULL) {
+        return NULL;
+    }
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL) {
+        return NULL;
+    }
+    PyObject *joined = NULL, *stripped = NULL, *space = NULL;
+    for (lx_node *node = step(root, root, 0); node != NULL;) {
+        int skip = node->type == NODE_ELEMENT && invisible(node->local_name);
+        if (!skip && node->local_name == TAG__TEXT) {
+            const lx_str *data = &((lx_character_data *)node)->data;
+            if (data->data != NULL && !(node->type == NODE_TEXT && ascii_space_only(data))) {
+                PyObject *piece = decode(data);
+                PyObject *clean = piece ? strip(piece) : NULL;
+                if (clean == NULL || PyList_Append(parts, clean) < 0) {
+                    Py_XDECREF(clean);
+                    goto done;
+                }
+                Py_DECREF(clean);
+            }
+        }
+        node = step(node, root, skip);
+    }
+    space = PyUnicode_FromStringAndSize(" ", 1);
+    joined = space ? PyUnicode_Join(space, parts) : NULL;
+    if (joined != NULL) {
+        stripped = strip(joined);
+        joined = NULL;
+    }
+done:
+    Py_XDECREF(space);
+    Py_XDECREF(joined);
+    Py_DECREF(parts);
+    return stripped;
+}
+
+/* bind(LexborNode): the type whose objects links() and text() read; its instance size must
+   be the layout above (a cheap first check of the selectolax release). */
+static PyObject *
+bind(PyObject *module, PyObject *type)
+{
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "a type is needed");
+        return NULL;
+    }
+    if (((PyTypeObject *)type)->tp_basicsize < (Py_ssize_t)sizeof(selectolax_node)) {
+        PyErr_SetString(PyExc_ImportError, "this LexborNode is not the layout parsers._walk reads");
+        return NULL;
+    }
+    Py_INCREF(type);
+    Py_XSETREF(lexbor_node_type, (PyTypeObject *)type);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", bind, METH_O, "Set the LexborNode type links() and text() read."},
+    {"links", links, METH_VARARGS,
+     "links(root, most, budget) -> (hrefs, rels, anchors): the href of every <a>/<area> and "
+     "src of every <frame>/<iframe> below root, in document order, the first `most`; rels: "
+     "(index, rel) of those with a rel; anchors: their elements, for anchors.text(i)."},
+    {"text", text, METH_O, "The visible text below root (no script/style/noscript/template)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "parsers._walk",
+    "A page's links and visible text, read from selectolax's lexbor tree in C.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__walk(void)
+{
+    if (PyType_Ready(&AnchorsType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(module, "NODE_OBJECT_SIZE", (long)sizeof(selectolax_node)) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

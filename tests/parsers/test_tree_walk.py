@@ -1,0 +1,168 @@
+"""The C walk of a parsed page (parsers/_walk.c) against the Python walk it replaces: the same
+hrefs, rels, anchor texts and visible text on generated markup (the HTML standard's odd
+corners: capitals, foreign content, template content, invisible elements inside links,
+invalid UTF-8, Unicode spaces) and on real pages; the same ``Page`` from ``parse_page``."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+from parsers import html, tree_walk
+from parsers.page import ParseJob
+from parsers.tree_walk import walk_in_c, walk_in_python
+
+native = tree_walk.native
+needs_c = pytest.mark.skipif(
+    native is None and not os.environ.get("CI"), reason="parsers._walk is not built here"
+)
+
+
+def test_the_c_walk_runs_under_ci() -> None:
+    """CI installs with a C compiler and the checked selectolax: the C walk must load there
+    (a build that silently failed would leave the crawl on the slower Python walk)."""
+    if not os.environ.get("CI"):
+        pytest.skip("only CI promises a C compiler")
+    assert native is not None
+
+
+_PARTS = [
+    "<a href='/a'>", "<A HREF='/b' REL='NoFollow me'>", "</a>", "<a href=''>", "<a href>",
+    "<a rel=nofollow href=/c>", "<area href=/d>", "<iframe src=/e href=/no></iframe>",
+    "<frame src=/f>", "<frameset>", "<script src=/no>", "</script>", "<style>", "</style>",
+    "<noscript>", "</noscript>", "<template>", "</template>", "<svg>", "</svg>", "<math>",
+    "</math>", "<a xlink:href='/x'>", "<use href='/u' xlink:href='/v'>", "<p>", "</p>", "<b>",
+    "</b>", "<table>", "<tr><td>", "text ", "\u00a0", "\u3000x\u2003", "\x1c y ", " \n\t ",
+    "caf\u00e9", "&amp;", "&#0;", "<!-- c -->", "<![CDATA[d]]>", "<title>", "</title>",
+    "<textarea>", "</textarea>", "<a href='/\u00e9?q=\u00fc'>", "<base href='/b/'>",
+    "<body>", "<html lang=en>", "<head>", "<option>", "<select>", "<xmp>", "<plaintext>",
+]  # fmt: skip
+_BYTES = [b"\xff", b"\xc3", b"\xe2\x82", b"\x00"]
+
+
+def _markup(parts: list[str | bytes]) -> bytes:
+    return b"".join(p if isinstance(p, bytes) else p.encode() for p in parts)
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([*_PARTS, *_BYTES]), max_size=40).map(_markup))
+def test_c_walk_finds_what_the_python_walk_finds(markup: bytes) -> None:
+    assert native is not None
+    ours = walk_in_c(native, LexborHTMLParser(markup), 1_000)
+    assert ours == walk_in_python(LexborHTMLParser(markup), 1_000)
+
+
+@needs_c
+@given(st.lists(st.sampled_from(_PARTS), max_size=40).map("".join), st.integers(0, 6))
+def test_c_walk_stops_at_most_hrefs_as_python_does(markup: str, most: int) -> None:
+    assert native is not None
+    ours = walk_in_c(native, LexborHTMLParser(markup), most)
+    python = walk_in_python(LexborHTMLParser(markup), most)
+    assert ours[:3] == python[:3] and len(ours[0]) <= most
+    assert ours[3] == python[3]  # the text is the whole page's, whatever the bound
+
+
+@needs_c
+def test_a_body_replaced_by_a_frameset_gives_no_text() -> None:
+    """A ``<frameset>`` after body content that leaves frameset-ok set takes the body's
+    place: the old body is out of the tree, and neither walk reads its style as text."""
+    assert native is not None
+    markup = b"<option><style>p{}</style><frameset><frame src=/f></frameset>"
+    ours = walk_in_c(native, LexborHTMLParser(markup), 10)
+    assert ours == walk_in_python(LexborHTMLParser(markup), 10) == (["/f"], [], [""], "")
+
+
+def _real_pages() -> list[Path]:
+    """Real pages of other shapes than the generated ones: the Python docs where installed
+    (Debian's python3-doc), and this repository's own fixtures and served pages."""
+    root = Path(__file__).resolve().parents[2]
+    found = sorted(root.glob("tests/**/*.html")) + sorted(root.glob("examples/**/*.html"))
+    for docs in sorted(glob.glob("/usr/share/doc/python3*/html"))[-1:]:
+        found += sorted(Path(docs).glob("**/*.html"))[::7]
+    return found
+
+
+@needs_c
+def test_c_walk_agrees_on_real_pages() -> None:
+    pages = _real_pages()
+    if not pages:
+        pytest.skip("no HTML pages here")
+    assert native is not None
+    for path in pages:
+        body = path.read_bytes()
+        ours = walk_in_c(native, LexborHTMLParser(body), 40_000)
+        assert ours == walk_in_python(LexborHTMLParser(body), 40_000), path
+
+
+def _job(body: bytes, **kw: object) -> ParseJob:
+    return ParseJob("http://e.com/d/p.html", "http://e.com/d/p.html", 200, "text/html", None,
+                    body, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+@needs_c
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([*_PARTS, *_BYTES]), max_size=40).map(_markup))
+def test_parse_page_is_the_same_with_either_walk(markup: bytes) -> None:
+    """With a query (anchor hits read) and without, the whole ``Page`` is equal."""
+    assert native is not None
+    for kw in ({}, {"query_terms": ("text", "caf\u00e9", "x")}):
+        ours = html.parse_page(_job(markup, **kw))
+        try:
+            tree_walk.native = None
+            python = html.parse_page(_job(markup, **kw))
+        finally:
+            tree_walk.native = native
+        assert dataclasses.asdict(ours) == dataclasses.asdict(python)
+
+
+@needs_c
+@pytest.mark.timeout(30)
+def test_nested_anchor_text_is_bounded_by_the_visit_budget() -> None:
+    """64,000 nested anchors would be 4 x 10^9 node visits for all their texts: the first
+    are read whole while the page's budget lasts, the rest as empty."""
+    assert native is not None
+    depth = 64_000
+    tree = LexborHTMLParser("<svg>" + "<a href='/n'>w" * depth + "</svg>")
+    root = tree.root
+    assert root is not None
+    budget = tree_walk.ANCHOR_TEXT_VISITS
+    hrefs, _, anchors = native.links(root, depth, budget)
+    assert len(hrefs) == len(anchors) == depth
+    texts = [anchors.text(i) for i in range(depth)]
+    assert texts[0] == "w" * depth and texts[1] == "w" * (depth - 1)
+    assert texts[-1] == ""
+    assert sum(map(len, texts)) <= budget  # a text node and an element a level
+
+
+@needs_c
+def test_the_walk_refuses_what_is_not_a_lexbor_node() -> None:
+    assert native is not None
+    tree = LexborHTMLParser("<a href=/a>a</a>")
+    with pytest.raises(TypeError):
+        native.links(tree, 10, 10)
+    with pytest.raises(TypeError):
+        native.text("<p>")
+    _, _, anchors = native.links(tree.root, 10, 10)
+    with pytest.raises(IndexError):
+        anchors.text(1)
+    with pytest.raises(IndexError):
+        anchors.text(-1)
+
+
+def test_the_python_walk_serves_when_the_c_walk_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CRAWL_NO_C_WALK`` (or no module, another selectolax) leaves ``native`` unset, and
+    pages parse the same way in Python."""
+    monkeypatch.setenv(tree_walk.NO_C_WALK_ENV, "1")
+    assert tree_walk._load() is None
+    monkeypatch.setattr(tree_walk, "native", None)
+    page = html.parse_page(_job(b"<a href=x rel=nofollow>x</a><script>s</script><p>t</p>"))
+    assert page.links == ("http://e.com/d/x",) and page.nofollow_links == page.links
+    assert page.text == "x t"
