@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -389,6 +388,8 @@ class Settings:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Settings:
         """Read a TOML file whose keys are the flags' names (``per-host = 4``)."""
+        import tomllib  # the standard library's: only a crawl with a config file reads TOML
+
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:

@@ -33,13 +33,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from email.utils import formatdate
-from http.cookies import CookieError, Morsel, SimpleCookie
 from typing import TYPE_CHECKING, Any
 
 from crawler.errors import ConfigError
 
 if TYPE_CHECKING:
+    from http.cookies import Morsel
+
     from aiohttp import CookieJar
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,10 @@ Loaded = tuple[str, "Morsel[str]", str, str]
 def read_cookies_txt(path: str) -> list[Loaded]:
     """The unexpired cookies of the ``cookies.txt`` at ``path``; ``ConfigError`` naming the
     file and line when it cannot be read or a line is not a cookie."""
+    # The standard library's, imported by the crawls that load cookies, not at every start.
+    from email.utils import formatdate
+    from http.cookies import CookieError, Morsel
+
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as file:
             lines = file.read(MAX_COOKIES_FILE_BYTES + 1).splitlines()
@@ -173,6 +177,8 @@ def _parse(values: list[str]) -> list[tuple[str, Morsel[str]]]:
     try:
         from aiohttp._cookie_helpers import parse_set_cookie_headers
     except ImportError:  # pragma: no cover - an aiohttp that moved it
+        from http.cookies import CookieError, SimpleCookie
+
         parsed: list[tuple[str, Morsel[str]]] = []
         for value in values:
             cookie: SimpleCookie = SimpleCookie()
