@@ -364,9 +364,48 @@ strip(PyObject *text)
     return part;
 }
 
+/* A growable byte buffer. */
+typedef struct {
+    char *data;
+    size_t size, capacity;
+} buffer;
+
+static int
+append(buffer *out, const char *data, size_t length)
+{
+    if (out->size + length > out->capacity) {
+        size_t grown = out->capacity ? out->capacity : 4096;
+        while (grown < out->size + length) {
+            grown *= 2;
+        }
+        char *data_grown = PyMem_Realloc(out->data, grown);
+        if (data_grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        out->data = data_grown;
+        out->capacity = grown;
+    }
+    memcpy(out->data + out->size, data, length);
+    out->size += length;
+    return 0;
+}
+
+/* What `str.strip()` strips among ASCII characters (Py_UNICODE_ISSPACE below 0x80). */
+static inline int
+ascii_strippable(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
 /* text(root): `root.text(separator=" ", strip=True, skip_empty=True).strip()` of the tree
    with its script, style, noscript and template elements removed: their subtrees are
-   skipped instead (the tree is not changed). */
+   skipped instead (the tree is not changed).
+
+   The pieces are joined as UTF-8 and decoded once. A piece is stripped of ASCII whitespace
+   as bytes; one that then starts or ends with a non-ASCII byte (which may be a Unicode
+   space, or invalid UTF-8) is decoded and stripped as a str, then joined as its UTF-8. The
+   separators are ASCII, so an invalid sequence decodes as it would alone in its piece. */
 static PyObject *
 text(PyObject *module, PyObject *owner)
 {
@@ -374,38 +413,50 @@ text(PyObject *module, PyObject *owner)
     if (root == NULL) {
         return NULL;
     }
-    PyObject *parts = PyList_New(0);
-    if (parts == NULL) {
-        return NULL;
-    }
-    PyObject *joined = NULL, *stripped = NULL, *space = NULL;
+    buffer out = {NULL, 0, 0};
+    PyObject *result = NULL;
+    size_t pieces = 0;
     for (lx_node *node = step(root, root, 0); node != NULL;) {
         int skip = node->type == NODE_ELEMENT && invisible(node->local_name);
         if (!skip && node->local_name == TAG__TEXT) {
             const lx_str *data = &((lx_character_data *)node)->data;
             if (data->data != NULL && !(node->type == NODE_TEXT && ascii_space_only(data))) {
-                PyObject *piece = decode(data);
-                PyObject *clean = piece ? strip(piece) : NULL;
-                if (clean == NULL || PyList_Append(parts, clean) < 0) {
-                    Py_XDECREF(clean);
+                const unsigned char *bytes = data->data;
+                size_t start = 0, end = data->length;
+                while (start < end && ascii_strippable(bytes[start])) {
+                    start++;
+                }
+                while (end > start && ascii_strippable(bytes[end - 1])) {
+                    end--;
+                }
+                if (pieces++ && append(&out, " ", 1) < 0) {
                     goto done;
                 }
-                Py_DECREF(clean);
+                if (start < end && (bytes[start] >= 0x80 || bytes[end - 1] >= 0x80)) {
+                    PyObject *piece = decode(data);
+                    PyObject *clean = piece ? strip(piece) : NULL;
+                    Py_ssize_t length;
+                    const char *utf8 = clean ? PyUnicode_AsUTF8AndSize(clean, &length) : NULL;
+                    int failed = utf8 == NULL || append(&out, utf8, (size_t)length) < 0;
+                    Py_XDECREF(clean);
+                    if (failed) {
+                        goto done;
+                    }
+                }
+                else if (append(&out, (const char *)bytes + start, end - start) < 0) {
+                    goto done;
+                }
             }
         }
         node = step(node, root, skip);
     }
-    space = PyUnicode_FromStringAndSize(" ", 1);
-    joined = space ? PyUnicode_Join(space, parts) : NULL;
-    if (joined != NULL) {
-        stripped = strip(joined);
-        joined = NULL;
+    result = PyUnicode_DecodeUTF8(out.data ? out.data : "", (Py_ssize_t)out.size, "replace");
+    if (result != NULL) {
+        result = strip(result);
     }
 done:
-    Py_XDECREF(space);
-    Py_XDECREF(joined);
-    Py_DECREF(parts);
-    return stripped;
+    PyMem_Free(out.data);
+    return result;
 }
 
 /* bind(LexborNode): the type whose objects links() and text() read; its instance size must
