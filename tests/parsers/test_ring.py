@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import pickle
 import random
@@ -231,13 +232,16 @@ def test_a_closed_pool_leaves_no_ring_open() -> None:
             assert all(w.reply_ring is not None for w in pool._live)
 
     def open_fds() -> int:
+        gc.collect()  # what earlier tests left for the collector closes its fds now, not later
         return len(os.listdir("/proc/self/fd"))
 
     asyncio.run(crawl_once())  # the fork server and what it keeps open, once
     before = open_fds()
     for _ in range(3):
         asyncio.run(crawl_once())
-    assert open_fds() == before
+    # None more (3 pools x 2 workers x 2 memfds would be 12); fewer is an fd of an earlier
+    # test's closing meanwhile (seen once under CI: 66 before, 64 after).
+    assert open_fds() <= before
 
 
 def _parsed_job(n: int) -> ParseJob:
