@@ -20,7 +20,7 @@ from parsers import aot
 from parsers.links import Resolver
 from parsers.terms import SIMHASH_TOKENS
 from parsers.terms import utf8 as _utf8
-from parsers.token_blob import FOLD, NO_QUERY, encode_blob
+from parsers.token_blob import FOLD, NO_QUERY, TABLE_KEY, encode_blob
 
 _kernels: dict[str, Callable[..., Any]] = {}
 _backend: list[str] = []
@@ -80,7 +80,7 @@ def page_terms(
     data = np.frombuffer(_utf8(text) if utf8 is None else utf8, dtype=np.uint8)
     wanted = np.array(query, dtype=np.uint32) if query else NO_QUERY
     terms = _kernels.get("terms") or kernel("terms")
-    ids, counts, total, simhash, top, tf = terms(data, FOLD, int(max_tokens), wanted)
+    ids, counts, total, simhash, top, tf = terms(data, FOLD, int(max_tokens), wanted, TABLE_KEY)
     blob = encode_blob(ids, counts, int(total), int(top))
     return PageTerms(blob, int(total), int(simhash), tuple(tf.tolist()))
 

@@ -1,9 +1,11 @@
 """The token blob's binary form (``parsers.terms.BLOB_HEADER``, then the ids as <u4 and the
 counts in the narrowest of u1, <u2 and <u4 that holds the largest), and the byte table the
-tokenizer folds bytes with: numpy only, for both the numba kernels (``parsers.tokens``) and
+tokenizer folds bytes with, and its table's key: numpy only, for both the numba kernels (``parsers.tokens``) and
 the calls into either build of them (``parsers.native``)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +26,10 @@ def _fold_table() -> npt.NDArray[np.uint8]:
 
 FOLD = _fold_table()
 NO_QUERY = np.zeros(0, dtype=np.uint32)
+TABLE_KEY = np.uint64(int.from_bytes(os.urandom(8), "little"))
+"""The secret of the tokenizer's counting table (``parsers.tokens._slot``): random in each
+process (the fork server's, shared by its workers), so that no page can choose words whose
+slots collide. The kernels' results do not depend on it."""
 COUNT_DTYPES = {FLAG_U8_COUNTS: "u1", FLAG_U16_COUNTS: "<u2", 0: "<u4"}
 """A blob's flags -> the dtype of its counts."""
 

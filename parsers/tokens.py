@@ -42,6 +42,7 @@ from parsers.terms import utf8 as _utf8
 from parsers.token_blob import COUNT_DTYPES as _COUNT_DTYPES
 from parsers.token_blob import FOLD as _FOLD
 from parsers.token_blob import NO_QUERY as _NO_QUERY
+from parsers.token_blob import TABLE_KEY as _TABLE_KEY
 from parsers.token_blob import encode_blob as _encode
 
 __all__ = [
@@ -188,14 +189,20 @@ def _token_hashes(data, fold):
 
 
 @njit(cache=True)
-def _slot(table, h, shift, mask):
+def _slot(table, h, shift, mask, key):
     """Where id ``h`` is in a counting table (see ``_count``), or the empty slot where it
-    goes (linear probing).
+    goes (linear probing from ``_mix64(h ^ key)``'s top bits).
+
+    ``key`` is secret and random (``parsers.native``): an id is FNV-1a of a token, which
+    anyone can compute, so without it a page could hold tens of thousands of distinct words
+    whose slots all fall in one run of the table (found in a second by trying random words),
+    and every new word would probe the whole run: a 1 MB text took seconds instead of
+    milliseconds. Which slots the ids take changes nothing the kernel returns.
 
     The probe stops at an empty entry or at ``h``'s: ``min(entry's id ^ h, entry) == 0``,
     one test where ``entry == 0 or id == h`` compiled to a branch on "empty", which a
     text's new and repeated words take at random (a misprediction every third token)."""
-    slot = (h * _GOLDEN64) >> shift
+    slot = _mix64(h ^ key) >> shift
     entry = table[slot]
     while min((entry & _MASK32) ^ h, entry) != _ZERO64:
         slot = (slot + _ONE64) & mask
@@ -204,7 +211,7 @@ def _slot(table, h, shift, mask):
 
 
 @njit(cache=True)
-def _count(hashes, cap):
+def _count(hashes, cap, key):
     """Count ``hashes`` with room for ``cap`` distinct ids: (table, the slots of the ids in
     order of first occurrence, n), ``n`` -1 when ``cap`` was too small.
 
@@ -218,7 +225,7 @@ def _count(hashes, cap):
     n = 0
     for k in range(hashes.size):
         h = np.uint64(hashes[k])
-        slot = _slot(table, h, shift, mask)
+        slot = _slot(table, h, shift, mask, key)
         entry = table[slot]
         fresh = entry == _ZERO64
         table[slot] = entry + _COUNT_ONE + (h if fresh else _ZERO64)
@@ -230,7 +237,7 @@ def _count(hashes, cap):
 
 
 @njit(cache=True)
-def _bag(hashes, query):
+def _bag(hashes, query, key):
     """(distinct ids in first-occurrence order, their counts, the largest count, the
     counts of ``query``'s ids).
 
@@ -240,7 +247,7 @@ def _bag(hashes, query):
     while cap < min(hashes.size // 2, 1 << 16):
         cap *= 2
     while True:
-        table, order, n = _count(hashes, cap)
+        table, order, n = _count(hashes, cap, key)
         if n >= 0:
             break
         cap *= 2
@@ -256,7 +263,8 @@ def _bag(hashes, query):
     mask = np.uint64(table.size - 1)
     tf = np.zeros(query.size, dtype=np.uint32)
     for q in range(query.size):
-        tf[q] = np.uint32(table[_slot(table, np.uint64(query[q]), shift, mask)] >> _COUNT_SHIFT)
+        slot = _slot(table, np.uint64(query[q]), shift, mask, key)
+        tf[q] = np.uint32(table[slot] >> _COUNT_SHIFT)
     return ids, counts, top, tf
 
 
@@ -320,11 +328,11 @@ def _shingle_simhash(hashes, max_tokens):
 
 
 @njit(cache=True)
-def _terms(data, fold, max_tokens, query):
+def _terms(data, fold, max_tokens, query, key):
     """Everything a page needs in one call: (ids, counts, total tokens, SimHash, largest
-    count, counts of ``query``'s ids)."""
+    count, counts of ``query``'s ids). ``key``: the counting table's secret (``_slot``)."""
     hashes = _token_hashes(data, fold)
-    ids, counts, top, tf = _bag(hashes, query)
+    ids, counts, top, tf = _bag(hashes, query, key)
     simhash = _shingle_simhash(hashes, max_tokens) if max_tokens > 0 else np.uint64(0)
     return ids, counts, hashes.size, simhash, top, tf
 
@@ -335,7 +343,9 @@ def _terms(data, fold, max_tokens, query):
 
 def tokenize_bytes(data: bytes) -> TokenCounts:
     """Tokenize already UTF-8 encoded text (see the module docstring for what a token is)."""
-    ids, counts, total, _, _, _ = _terms(np.frombuffer(data, dtype=np.uint8), _FOLD, 0, _NO_QUERY)
+    ids, counts, total, _, _, _ = _terms(
+        np.frombuffer(data, dtype=np.uint8), _FOLD, 0, _NO_QUERY, _TABLE_KEY
+    )
     return TokenCounts(ids=ids, counts=counts, length=int(total))
 
 
@@ -385,7 +395,7 @@ def reference_simhash(text: str, max_tokens: int = SIMHASH_TOKENS) -> int:
 def tokenize_and_simhash(text: str, max_tokens: int = SIMHASH_TOKENS) -> tuple[TokenCounts, int]:
     """``(tokenize(text), simhash_text(text, max_tokens))`` in one pass over the text."""
     data = np.frombuffer(_utf8(text), dtype=np.uint8)
-    ids, counts, total, simhash, _, _ = _terms(data, _FOLD, max_tokens, _NO_QUERY)
+    ids, counts, total, simhash, _, _ = _terms(data, _FOLD, max_tokens, _NO_QUERY, _TABLE_KEY)
     return TokenCounts(ids=ids, counts=counts, length=int(total)), int(simhash)
 
 

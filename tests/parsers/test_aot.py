@@ -66,17 +66,28 @@ _TEXT = st.lists(
 ).map("".join)
 
 
+_KEY = st.integers(0, 2**64 - 1).map(np.uint64)
+
+
 @settings(deadline=None, max_examples=200)
-@given(_TEXT, st.lists(st.integers(0, 2**32 - 1), max_size=4), st.sampled_from([0, 1, 5, 4096]))
+@given(_TEXT, st.lists(st.integers(0, 2**32 - 1), max_size=4), st.sampled_from([0, 1, 5, 4096]),
+       _KEY, _KEY)  # fmt: skip
 def test_terms_equal_the_jit(
-    module: ModuleType, text: str, query: list[int], max_tokens: int
+    module: ModuleType,
+    text: str,
+    query: list[int],
+    max_tokens: int,
+    key: np.uint64,
+    other_key: np.uint64,
 ) -> None:
     """Token ids, counts, length, SimHash, largest count and query counts: all equal, for
-    any text (non-ASCII, lone surrogates), any query and any SimHash window."""
+    any text (non-ASCII, lone surrogates), any query and any SimHash window, whatever the
+    counting table's key (each side has its own)."""
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     wanted = np.array(query, dtype=np.uint32)
     assert _same(
-        module.terms(data, _FOLD, max_tokens, wanted), _terms(data, _FOLD, max_tokens, wanted)
+        module.terms(data, _FOLD, max_tokens, wanted, key),
+        _terms(data, _FOLD, max_tokens, wanted, other_key),
     )
 
 

@@ -383,3 +383,49 @@ def test_encode_decode_round_trip_of_any_counts(pairs: dict[int, int]) -> None:
 def test_decode_rejects_foreign_or_truncated_blobs(blob: bytes) -> None:
     with pytest.raises(ValueError):
         decode_counts(blob)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """``parsers.tokens._mix64`` over an array (uint64 arithmetic wraps, as in the kernel)."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _longest_run(table: np.ndarray) -> int:
+    """The longest run of occupied entries of a counting table (what a probe may walk)."""
+    occupied = np.concatenate(([0], (table != 0).astype(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(occupied))
+    return int((edges[1::2] - edges[::2]).max()) if edges.size else 0
+
+
+def test_words_chosen_to_collide_under_one_key_spread_under_another() -> None:
+    """A token's id is public (FNV-1a), so words can be chosen whose slots all fall in one run
+    of the counting table: under that key every new word walks the run (quadratic; a 1 MB
+    text took seconds). The kernel's key is random in each process (``TABLE_KEY``): under
+    any other key the same words spread as random ones do."""
+    from parsers.tokens import _count
+
+    cap = 1 << 14  # the table has 2 * cap = 2**15 entries
+    known = np.uint64(12345)
+    rng = np.random.default_rng(7)
+    ids = rng.integers(0, 2**32, size=1 << 22, dtype=np.uint64)
+    slots = _mix64(ids ^ known) >> np.uint64(64 - 15)
+    chosen = np.unique(ids[slots < 256])[:cap]  # ~2**15 candidates fall there
+    assert chosen.size == cap
+    table, _, n = _count(chosen, cap, known)
+    assert n == cap and _longest_run(table) >= cap  # one run of every id: the attack
+    table, _, n = _count(chosen, cap, np.uint64(int.from_bytes(b"\x9c" * 8, "little")))
+    assert n == cap and _longest_run(table) < 100  # load 1/2, random: runs of tens
+
+
+def test_each_process_has_its_own_table_key() -> None:
+    import subprocess
+    import sys
+
+    code = "from parsers.token_blob import TABLE_KEY; print(int(TABLE_KEY))"
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout for _ in range(2)}  # fmt: skip
+    assert len(keys) == 2
