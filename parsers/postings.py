@@ -21,6 +21,9 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from parsers.token_blob import TABLE_KEY
+from parsers.tokens import _mix64
+
 U8Array = npt.NDArray[np.uint8]
 U32Array = npt.NDArray[np.uint32]
 I64Array = npt.NDArray[np.int64]
@@ -46,8 +49,10 @@ def _size(value):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _slot(term, mask):  # type: ignore[no-untyped-def]
-    return np.int64((np.uint64(term) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+def _slot(term, mask, key):  # type: ignore[no-untyped-def]
+    """Where a term's probe starts: keyed (``parsers.tokens._slot`` says why), as the terms
+    are token ids that pages choose."""
+    return np.int64(_mix64(np.uint64(term) ^ key) >> np.uint64(32)) & mask
 
 
 @njit(cache=True, nogil=True)
@@ -59,7 +64,7 @@ def _empty_table(mask):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _group(ids, dense):  # type: ignore[no-untyped-def]
+def _group(ids, dense, key):  # type: ignore[no-untyped-def]
     """Each posting's term as a dense index (first seen first) into ``dense`` (may be
     ``ids`` itself), and the distinct terms, by an open-addressing table of
     (index << 32 | term), -1 empty: one load a probe."""
@@ -70,7 +75,7 @@ def _group(ids, dense):  # type: ignore[no-untyped-def]
     n_terms = 0
     for i in range(n):
         term = np.int64(ids[i])
-        slot = _slot(term, mask)
+        slot = _slot(term, mask, key)
         while True:
             entry = table[slot]
             if entry == -1 or (entry & 0xFFFFFFFF) == term:
@@ -92,7 +97,7 @@ def _group(ids, dense):  # type: ignore[no-untyped-def]
             mask = mask * 2 + 1
             table = _empty_table(mask)
             for t in range(n_terms):
-                at = _slot(seen[t], mask)
+                at = _slot(seen[t], mask, key)
                 while table[at] != -1:
                     at = (at + 1) & mask
                 table[at] = (np.int64(t) << 32) | np.int64(seen[t])
@@ -107,8 +112,8 @@ def _group(ids, dense):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _sizes(ids, counts, offsets, dense):  # type: ignore[no-untyped-def]
-    dense, seen = _group(ids, dense)
+def _sizes(ids, counts, offsets, dense, key):  # type: ignore[no-untyped-def]
+    dense, seen = _group(ids, dense, key)
     df = np.zeros(seen.size, dtype=np.uint32)
     nbytes = np.zeros(seen.size, dtype=np.int64)
     last = np.zeros(seen.size, dtype=np.int64)
@@ -155,7 +160,7 @@ def build(
     counts = np.ascontiguousarray(counts, dtype=np.uint32)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     dense = ids if overwrite and ids.flags.writeable else np.empty_like(ids)
-    seen, df, nbytes = _sizes(ids, counts, offsets, dense)
+    seen, df, nbytes = _sizes(ids, counts, offsets, dense, TABLE_KEY)
     order = np.argsort(seen)
     starts, postings = _write(dense, counts, offsets, order, nbytes)
     return seen[order], df[order], starts, postings

@@ -92,6 +92,21 @@ def queries_of(rng: np.random.Generator) -> list[list[int]]:
     return [rng.choice(ids, size=3, replace=False).tolist() for _ in range(8)] + [[ids[0]], [12345]]
 
 
+def test_postings_do_not_depend_on_the_table_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terms' hash table is keyed per process (pages choose their token ids, so a fixed
+    slot function could be flooded): the postings built are the same under any key."""
+    from parsers import postings
+
+    rng = np.random.default_rng(11)
+    docs = [random_counts(rng, int(rng.integers(0, 80))) for _ in range(200)]
+    blobs = [encode_counts(d) for d in docs]
+    built = []
+    for key in (0, 1, 2**64 - 1):
+        monkeypatch.setattr(postings, "TABLE_KEY", np.uint64(key))
+        built.append([a.tolist() for a in build(*unpack_blobs(blobs)[:3])])
+    assert built[0] == built[1] == built[2]
+
+
 def test_postings_round_trip() -> None:
     rng = np.random.default_rng(7)
     docs = [random_counts(rng, int(rng.integers(0, 80))) for _ in range(300)]
