@@ -147,14 +147,14 @@ def _links(
     """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
 
     The hrefs are found by ``walk`` (``parsers.tree_walk.native``, C) if given, else by one
-    selector pass over the tree in Python (``parsers.tree_walk.python_hrefs``); then resolved together
+    selector pass in Python (``parsers.tree_walk.python_hrefs``); then resolved together
     (``parsers.hrefs.resolve_all``). ``terms``: query words to count in the anchor text of
     links at ``depth`` (reading anchor text is the costly part: only new links need it); with
     ``offered`` (``hash(url)`` -> the smallest depth this worker offered it at), only of those
     not offered at ``depth`` or less. ``invisible``: if given (and no ``walk``), the Python
     pass appends the script, style, noscript and template elements to it, in document order
-    (for ``parsers.tree_walk.remove``). ``resolve``: how the hrefs are resolved, ``resolve_all`` (numba)
-    unless given.
+    (for ``parsers.tree_walk.remove``). ``resolve``: how the hrefs are resolved,
+    ``resolve_all`` (numba) unless given.
     """
     most = HREFS_PER_LINK * max(max_links, 0)
     if walk is not None:

@@ -1,7 +1,7 @@
 """The token blob's binary form (``parsers.terms.BLOB_HEADER``, then the ids as <u4 and the
-counts in the narrowest of u1, <u2 and <u4 that holds the largest), and the byte table the
-tokenizer folds bytes with, and its table's key: numpy only, for both the numba kernels (``parsers.tokens``) and
-the calls into either build of them (``parsers.native``)."""
+counts in the narrowest of u1, <u2 and <u4 that holds the largest), the byte table the
+tokenizer folds bytes with, and its counting table's key: numpy only, for both the numba
+kernels (``parsers.tokens``) and the calls into either build of them (``parsers.native``)."""
 
 from __future__ import annotations
 

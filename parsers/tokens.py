@@ -193,11 +193,11 @@ def _slot(table, h, shift, mask, key):
     """Where id ``h`` is in a counting table (see ``_count``), or the empty slot where it
     goes (linear probing from ``_mix64(h ^ key)``'s top bits).
 
-    ``key`` is secret and random (``parsers.native``): an id is FNV-1a of a token, which
-    anyone can compute, so without it a page could hold tens of thousands of distinct words
-    whose slots all fall in one run of the table (found in a second by trying random words),
-    and every new word would probe the whole run: a 1 MB text took seconds instead of
-    milliseconds. Which slots the ids take changes nothing the kernel returns.
+    ``key`` is secret and random (``parsers.token_blob.TABLE_KEY``): an id is FNV-1a of a
+    token, which anyone can compute, so without it a page could hold tens of thousands of
+    distinct words whose slots all fall in one run of the table (found quickly by trying
+    random words), and every new word would probe the whole run: quadratic in the page's
+    distinct words. Which slots the ids take changes nothing the kernel returns.
 
     The probe stops at an empty entry or at ``h``'s: ``min(entry's id ^ h, entry) == 0``,
     one test where ``entry == 0 or id == h`` compiled to a branch on "empty", which a
