@@ -39,8 +39,9 @@ reads (from each release's sources: ``lexbor/source/lexbor/dom/interfaces/*.h``,
 _NODE_SIZE = 48
 """``LexborNode.__basicsize__`` in those releases: the node pointer, the parser and two ints."""
 ANCHOR_TEXT_VISITS = 1 << 20
-"""Nodes a page's anchor texts may visit in all (C walk): anchors nest (``<svg><a><a>...``),
-so their texts can hold n x depth nodes. Past it, a link's text reads as empty."""
+"""Nodes a page's anchor texts may visit in all (both walks): anchors nest
+(``<svg><a><a>...``), so their texts can hold n x depth nodes. Past it, a link's text reads
+as empty."""
 
 INVISIBLE_SELECTOR = "script, style, noscript, template"
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
@@ -64,13 +65,17 @@ def _kind(node: LexborNode) -> int:
 
 
 def python_hrefs(
-    tree: LexborHTMLParser, most: int, invisible: list[LexborNode] | None
+    tree: LexborHTMLParser,
+    most: int,
+    invisible: list[LexborNode] | None,
+    budget: int = ANCHOR_TEXT_VISITS,
 ) -> tuple[list[str], list[tuple[int, str]], Callable[[int], str]]:
     """The first ``most`` hrefs of the tree's links (``href`` of a and area, ``src`` of frame
     and iframe), (index, rel) of those with a rel, and the text of link i's element: one
     selector pass, one attribute dict per node (each ``attributes`` call builds a new dict).
     ``invisible``: if given, the same pass appends the script, style, noscript and template
-    elements to it, in document order (for ``remove``). ``parsers._walk.links`` in C."""
+    elements to it, in document order (for ``remove``). ``budget``: node visits the texts
+    may take in all (``AnchorTexts``). ``parsers._walk.links`` in C."""
     nodes: list[LexborNode] = []
     hrefs: list[str] = []
     rels: list[tuple[int, str]] = []  # (index in hrefs, rel) of the links that have a rel
@@ -92,7 +97,43 @@ def python_hrefs(
                 rels.append((len(hrefs), rel))
             nodes.append(node)
             hrefs.append(href)
-    return hrefs, rels, lambda i: nodes[i].text()
+    return hrefs, rels, AnchorTexts(nodes, budget)
+
+
+class AnchorTexts:
+    """``texts(i)``: the text of ``nodes[i]`` (``node.text()``: its text nodes joined), or ""
+    once the visits below the nodes read so far pass ``budget``, as ``_walk.c``'s
+    ``Anchors.text``. The Python walk's nodes cannot say how many nodes are below them:
+    a node with nothing below it but one text node (most links) is read by ``node.text()``;
+    any other is walked one node at a time, counting, and stops at the budget."""
+
+    __slots__ = ("_left", "_nodes")
+
+    def __init__(self, nodes: list[LexborNode], budget: int) -> None:
+        self._nodes = nodes
+        self._left = budget
+
+    def __call__(self, i: int) -> str:
+        node = self._nodes[i]
+        child = node.child
+        if child is None or (child.next is None and child.is_text_node):
+            visits = 0 if child is None else 1
+            if visits > self._left:
+                self._left = 0
+                return ""
+            self._left -= visits
+            return "" if child is None else child.text_content or ""
+        parts: list[str] = []
+        left = self._left + 1  # the walk yields the node itself first: not a visit
+        for below in node.traverse(include_text=True):
+            left -= 1
+            if left < 0:
+                self._left = 0
+                return ""
+            if below.is_text_node:
+                parts.append(below.text_content or "")
+        self._left = left
+        return "".join(parts)
 
 
 def remove(nodes: list[LexborNode]) -> None:

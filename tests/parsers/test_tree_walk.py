@@ -142,6 +142,35 @@ def test_nested_anchor_text_is_bounded_by_the_visit_budget() -> None:
     assert sum(map(len, texts)) <= budget  # a text node and an element a level
 
 
+@pytest.mark.timeout(30)
+def test_python_walk_bounds_nested_anchor_text_as_well() -> None:
+    """Where the C walk cannot run, the same page costs the same bounded work: the texts
+    past the budget read as empty (``tree_walk.AnchorTexts``)."""
+    depth = 64_000
+    tree = LexborHTMLParser("<svg>" + "<a href='/n'>w" * depth + "</svg>")
+    hrefs, _, text_of = tree_walk.python_hrefs(tree, depth, None)
+    assert len(hrefs) == depth
+    texts = [text_of(i) for i in range(depth)]
+    assert texts[0] == "w" * depth and texts[1] == "w" * (depth - 1)
+    assert texts[-1] == ""
+    assert sum(map(len, texts)) <= tree_walk.ANCHOR_TEXT_VISITS
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PARTS), max_size=40).map("".join), st.integers(0, 40))
+def test_both_walks_spend_the_anchor_text_budget_alike(markup: str, budget: int) -> None:
+    """Node for node: the same texts are read whole, and the same ones come back empty."""
+    assert native is not None
+    tree = LexborHTMLParser(markup)
+    assert tree.root is not None
+    hrefs, _, anchors = native.links(tree.root, 1_000, budget)
+    ours = [anchors.text(i) for i in range(len(anchors))]
+    theirs, _, text_of = tree_walk.python_hrefs(LexborHTMLParser(markup), 1_000, None, budget)
+    assert theirs == hrefs
+    assert [text_of(i) for i in range(len(hrefs))] == ours
+
+
 @needs_c
 def test_the_walk_refuses_what_is_not_a_lexbor_node() -> None:
     assert native is not None
