@@ -18,12 +18,17 @@ only with the selectolax versions whose layout was checked, and only if its prob
 
 Nothing here is bounded by the page but the tree itself: one pre-order walk of the nodes for
 the links (stopping at `most` hrefs) and one for the text; anchor text is read per link on
-request, under a budget of node visits per tree (nested anchors would make it quadratic).
+request, under a budget of node visits and one of text bytes per tree (nested anchors would
+make both quadratic: n anchors around one long text hold it n times).
+
+Only a document's nodes are walked: selectolax reads a fragment's root, and template content,
+through the nodes around it, which this walk does not do (node_of refuses them).
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* lexbor: dom/interfaces/{node,element,attr,character_data}.h and core/str.h */
 typedef struct {
@@ -80,7 +85,9 @@ typedef struct {
     PyObject_HEAD
     void *vtab;
     lx_node *node;
-    PyObject *parser;
+    PyObject *parser;        /* the LexborHTMLParser: it owns the tree */
+    int is_fragment_root;    /* Cython's bint */
+    int is_template_content;
 } selectolax_node;
 
 static PyTypeObject *lexbor_node_type; /* selectolax.lexbor.LexborNode, set by bind() */
@@ -96,11 +103,16 @@ node_of(PyObject *obj)
         PyErr_SetString(PyExc_TypeError, "a selectolax LexborNode is needed");
         return NULL;
     }
-    lx_node *node = ((selectolax_node *)obj)->node;
-    if (node == NULL) {
+    const selectolax_node *wrapper = (const selectolax_node *)obj;
+    if (wrapper->node == NULL) {
         PyErr_SetString(PyExc_ValueError, "the LexborNode holds no node");
+        return NULL;
     }
-    return node;
+    if (wrapper->is_fragment_root || wrapper->is_template_content) {
+        PyErr_SetString(PyExc_ValueError, "a fragment's or template content's node: walk it in Python");
+        return NULL;
+    }
+    return wrapper->node;
 }
 
 /* The pre-order successor of `node` within `root`'s subtree, skipping `node`'s children
@@ -152,16 +164,17 @@ invisible(uintptr_t tag)
 
 typedef struct {
     PyObject_HEAD
-    PyObject *owner;   /* the LexborNode walked: it holds the parser, so the tree lives */
+    PyObject *parser;  /* the walked node's LexborHTMLParser, held: the tree lives as long */
     lx_node **nodes;
     Py_ssize_t count;
     Py_ssize_t budget; /* node visits left for anchor text */
+    Py_ssize_t bytes;  /* text bytes left for anchor text */
 } Anchors;
 
 static void
 anchors_dealloc(Anchors *self)
 {
-    Py_XDECREF(self->owner);
+    Py_XDECREF(self->parser);
     PyMem_Free(self->nodes);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -173,7 +186,9 @@ anchors_len(Anchors *self)
 }
 
 /* text(i): the text of link i's element, as selectolax's `node.text()` (every text node
-   below it, in order, decoded as one); "" once the tree's budget of visits is spent. */
+   below it, in order, decoded as one); "" once the tree's budget of visits is spent, and ""
+   for a text longer (in bytes) than what is left of the tree's budget of bytes (a shorter
+   one after it is still read). */
 static PyObject *
 anchors_text(Anchors *self, PyObject *arg)
 {
@@ -202,9 +217,10 @@ anchors_text(Anchors *self, PyObject *arg)
         }
     }
     self->budget -= visits;
-    if (size > PY_SSIZE_T_MAX) {
-        return PyErr_NoMemory();
+    if (size > (size_t)self->bytes) {
+        return PyUnicode_FromStringAndSize("", 0);
     }
+    self->bytes -= (Py_ssize_t)size;
     char *buffer = PyMem_Malloc(size ? size : 1);
     if (buffer == NULL) {
         return PyErr_NoMemory();
@@ -242,27 +258,33 @@ static PyTypeObject AnchorsType = {
     .tp_as_sequence = &anchors_sequence,
 };
 
-/* ---- links(root, most, budget) ---- */
+/* ---- links(root, most, visits, text_bytes) ---- */
 
 static PyObject *
 links(PyObject *module, PyObject *args)
 {
     PyObject *owner;
-    Py_ssize_t most, budget;
-    if (!PyArg_ParseTuple(args, "Onn", &owner, &most, &budget)) {
+    Py_ssize_t most, budget, bytes;
+    if (!PyArg_ParseTuple(args, "Onnn", &owner, &most, &budget, &bytes)) {
         return NULL;
     }
     lx_node *root = node_of(owner);
     if (root == NULL) {
         return NULL;
     }
+    PyObject *parser = ((selectolax_node *)owner)->parser;
+    if (parser == NULL || parser == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "the LexborNode holds no parser");
+        return NULL;
+    }
     PyObject *hrefs = PyList_New(0), *rels = PyList_New(0);
     Anchors *anchors = PyObject_New(Anchors, &AnchorsType);
     if (anchors != NULL) {
-        anchors->owner = NULL;
+        anchors->parser = NULL;
         anchors->nodes = NULL;
         anchors->count = 0;
         anchors->budget = budget;
+        anchors->bytes = bytes > 0 ? bytes : 0;
     }
     Py_ssize_t capacity = 0;
     if (hrefs == NULL || rels == NULL || anchors == NULL) {
@@ -314,8 +336,8 @@ links(PyObject *module, PyObject *args)
         }
         anchors->nodes[anchors->count++] = node;
     }
-    Py_INCREF(owner);
-    anchors->owner = owner;
+    Py_INCREF(parser);
+    anchors->parser = parser;
     return Py_BuildValue("(NNN)", hrefs, rels, (PyObject *)anchors);
 
 failed:
@@ -459,8 +481,8 @@ done:
     return result;
 }
 
-/* bind(LexborNode): the type whose objects links() and text() read; its instance size must
-   be the layout above (a cheap first check of the selectolax release). */
+/* bind(LexborNode): the type whose objects links() and text() read: selectolax's, of exactly
+   the instance size of the layout above (a cheap first check of the selectolax release). */
 static PyObject *
 bind(PyObject *module, PyObject *type)
 {
@@ -468,7 +490,9 @@ bind(PyObject *module, PyObject *type)
         PyErr_SetString(PyExc_TypeError, "a type is needed");
         return NULL;
     }
-    if (((PyTypeObject *)type)->tp_basicsize < (Py_ssize_t)sizeof(selectolax_node)) {
+    const PyTypeObject *node_type = (const PyTypeObject *)type;
+    if (node_type->tp_basicsize != (Py_ssize_t)sizeof(selectolax_node) ||
+        strcmp(node_type->tp_name, "selectolax.lexbor.LexborNode") != 0) {
         PyErr_SetString(PyExc_ImportError, "this LexborNode is not the layout parsers._walk reads");
         return NULL;
     }
@@ -480,9 +504,11 @@ bind(PyObject *module, PyObject *type)
 static PyMethodDef methods[] = {
     {"bind", bind, METH_O, "Set the LexborNode type links() and text() read."},
     {"links", links, METH_VARARGS,
-     "links(root, most, budget) -> (hrefs, rels, anchors): the href of every <a>/<area> and "
+     "links(root, most, visits, text_bytes) -> (hrefs, rels, anchors): the href of every "
+     "<a>/<area> and "
      "src of every <frame>/<iframe> below root, in document order, the first `most`; rels: "
-     "(index, rel) of those with a rel; anchors: their elements, for anchors.text(i)."},
+     "(index, rel) of those with a rel; anchors: their elements, for anchors.text(i), which "
+     "reads at most `visits` nodes and `text_bytes` bytes in all."},
     {"text", text, METH_O, "The visible text below root (no script/style/noscript/template)."},
     {NULL, NULL, 0, NULL},
 };

@@ -31,7 +31,13 @@ from parsers.encodings import ASCII_COMPATIBLE, bom_encoding, decode, from_pytho
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
 from parsers.priority import REOFFER_MAX, REOFFER_MIN, page_relevance
-from parsers.tree_walk import ANCHOR_TEXT_VISITS, python_hrefs, remove, visible_text
+from parsers.tree_walk import (
+    ANCHOR_TEXT_BYTES,
+    ANCHOR_TEXT_VISITS,
+    python_hrefs,
+    remove,
+    visible_text,
+)
 
 HREFS_PER_LINK = 4
 """A page's first ``HREFS_PER_LINK * max_links`` hrefs are resolved, for its first
@@ -161,7 +167,7 @@ def _links(
         root = tree.root
         if root is None:
             return (), (), {} if terms else None
-        hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS)
+        hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES)
         text_of: Callable[[int], str] = anchors.text
     else:
         hrefs, rels, text_of = python_hrefs(tree, most, invisible)
@@ -311,7 +317,10 @@ def parse_document(
     lang = None
     if html is not None and html.tag == "html":
         lang = (html.attributes.get("lang") or "").strip() or None
-    walk = tree_walk.native
+    # A tree the extract hook may have changed is walked in Python: the C walk reads the
+    # nodes that parsing makes, and an attribute set through selectolax on an svg or math
+    # element is stored as parsing never stores one.
+    walk = tree_walk.native if _extract is None else None
     invisible: list[LexborNode] | None = [] if walk is None else None
     links, nofollow_links, anchor_hits = _links(
         tree, base, job.max_links, frozenset(job.query_terms), offered, job.depth + 1, invisible,

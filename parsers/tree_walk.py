@@ -42,6 +42,10 @@ ANCHOR_TEXT_VISITS = 1 << 20
 """Nodes a page's anchor texts may visit in all (both walks): anchors nest
 (``<svg><a><a>...``), so their texts can hold n x depth nodes. Past it, a link's text reads
 as empty."""
+ANCHOR_TEXT_BYTES = 1 << 22
+"""UTF-8 bytes a page's anchor texts may hold in all (both walks): n nested anchors around
+one long text hold it n times in few visits. A text longer than what is left reads as empty
+(shorter ones after it are still read). A page's links hold a few KB of text."""
 
 INVISIBLE_SELECTOR = "script, style, noscript, template"
 _INVISIBLE_TAGS = frozenset({"script", "style", "noscript", "template"})
@@ -69,13 +73,15 @@ def python_hrefs(
     most: int,
     invisible: list[LexborNode] | None,
     budget: int = ANCHOR_TEXT_VISITS,
+    text_bytes: int = ANCHOR_TEXT_BYTES,
 ) -> tuple[list[str], list[tuple[int, str]], Callable[[int], str]]:
     """The first ``most`` hrefs of the tree's links (``href`` of a and area, ``src`` of frame
     and iframe), (index, rel) of those with a rel, and the text of link i's element: one
     selector pass, one attribute dict per node (each ``attributes`` call builds a new dict).
     ``invisible``: if given, the same pass appends the script, style, noscript and template
-    elements to it, in document order (for ``remove``). ``budget``: node visits the texts
-    may take in all (``AnchorTexts``). ``parsers._walk.links`` in C."""
+    elements to it, in document order (for ``remove``). ``budget``, ``text_bytes``: node
+    visits and bytes the texts may take in all (``AnchorTexts``). ``parsers._walk.links`` in
+    C."""
     nodes: list[LexborNode] = []
     hrefs: list[str] = []
     rels: list[tuple[int, str]] = []  # (index in hrefs, rel) of the links that have a rel
@@ -97,43 +103,62 @@ def python_hrefs(
                 rels.append((len(hrefs), rel))
             nodes.append(node)
             hrefs.append(href)
-    return hrefs, rels, AnchorTexts(nodes, budget)
+    return hrefs, rels, AnchorTexts(nodes, budget, text_bytes)
 
 
 class AnchorTexts:
     """``texts(i)``: the text of ``nodes[i]`` (``node.text()``: its text nodes joined), or ""
-    once the visits below the nodes read so far pass ``budget``, as ``_walk.c``'s
-    ``Anchors.text``. The Python walk's nodes cannot say how many nodes are below them:
-    a node with nothing below it but one text node (most links) is read by ``node.text()``;
-    any other is walked one node at a time, counting, and stops at the budget."""
+    once the visits below the nodes read so far pass ``budget``, or "" if it holds more
+    UTF-8 bytes than are left of ``text_bytes``: as ``_walk.c``'s ``Anchors.text``.
 
-    __slots__ = ("_left", "_nodes")
+    The Python walk's nodes cannot say how many nodes or bytes are below them: a node with
+    nothing below it but one text node (most links) is read by ``node.text()``; any other is
+    walked one node at a time, counting. Each text node is decoded once (``_texts``, by its
+    address), however many nested anchors hold it."""
 
-    def __init__(self, nodes: list[LexborNode], budget: int) -> None:
+    __slots__ = ("_bytes", "_left", "_nodes", "_texts")
+
+    def __init__(self, nodes: list[LexborNode], budget: int, text_bytes: int) -> None:
         self._nodes = nodes
         self._left = budget
+        self._bytes = max(text_bytes, 0)
+        self._texts: dict[int, tuple[str, int]] = {}
+
+    def _text_node(self, node: LexborNode) -> tuple[str, int]:
+        """(the text, its UTF-8 length) of a text node."""
+        found = self._texts.get(node.mem_id)
+        if found is None:
+            text = node.text_content or ""
+            found = self._texts[node.mem_id] = (text, len(text.encode("utf-8", "surrogatepass")))
+        return found
 
     def __call__(self, i: int) -> str:
         node = self._nodes[i]
         child = node.child
-        if child is None or (child.next is None and child.is_text_node):
-            visits = 0 if child is None else 1
-            if visits > self._left:
+        if child is None:
+            return ""
+        parts: list[tuple[str, int]] = []
+        if child.next is None and child.is_text_node:
+            if self._left < 1:
                 self._left = 0
                 return ""
-            self._left -= visits
-            return "" if child is None else child.text_content or ""
-        parts: list[str] = []
-        left = self._left + 1  # the walk yields the node itself first: not a visit
-        for below in node.traverse(include_text=True):
-            left -= 1
-            if left < 0:
-                self._left = 0
-                return ""
-            if below.is_text_node:
-                parts.append(below.text_content or "")
-        self._left = left
-        return "".join(parts)
+            self._left -= 1
+            parts.append(self._text_node(child))
+        else:
+            left = self._left + 1  # the walk yields the node itself first: not a visit
+            for below in node.traverse(include_text=True):
+                left -= 1
+                if left < 0:
+                    self._left = 0
+                    return ""
+                if below.is_text_node:
+                    parts.append(self._text_node(below))
+            self._left = left
+        size = sum(length for _, length in parts)
+        if size > self._bytes:
+            return ""
+        self._bytes -= size
+        return "".join(text for text, _ in parts)
 
 
 def remove(nodes: list[LexborNode]) -> None:
@@ -169,16 +194,20 @@ def visible_text(tree: LexborHTMLParser, walk: ModuleType | None = None) -> str:
 
 Walked = tuple[list[str], list[tuple[int, str]], list[str], str]
 
-_PROBE = (
+_PROBES = (
     b"<!doctype html><title>t</title><style>s</style><a href='/a' REL='Nofollow x'>A <b>b</b>"
     b"</a><a href=''>e</a><a>n</a><area href='/r'><iframe src='/f' href='/no'></iframe>"
     b"<script src='/no'>j</script><svg><a xlink:href='/x'>x</a><a href='/s'>s<script>k"
     b"</script></a></svg><noscript>o</noscript><template><a href='/t'>t</a></template>"
-    b"<p>\xc3\xa9 \xff <i> </i>\xc2\xa0<b>end</b></p><frameset><frame src='/no'></frameset>"
+    b"<p>\xc3\xa9 \xff <i> </i>\xc2\xa0<b>end</b></p><frameset><frame src='/no'></frameset>",
+    b"<head><title>f</title></head><frameset><frame src='/f'><noframes>n</noframes></frameset>",
+    b"<a href='/m'>m<svg><template>h</template></svg><math><template>k</template>v</math></a>",
 )
-"""A page with each case the C walk must agree on: attribute names in capitals, empty and
-missing hrefs, prefixed attributes, foreign elements, invisible ones nested in a link,
-template content, invalid UTF-8, whitespace-only and non-ASCII-space text."""
+"""Pages with each case the C walk must agree on, each of its tag and attribute ids met:
+attribute names in capitals, empty and missing hrefs, prefixed attributes, foreign elements,
+invisible ones nested in a link, template content (in HTML, where it is out of the tree, and
+in foreign content, where it is not), a frameset's frames, invalid UTF-8, whitespace-only and
+non-ASCII-space text."""
 
 
 def walk_in_python(tree: LexborHTMLParser, most: int) -> Walked:
@@ -196,7 +225,7 @@ def walk_in_c(module: ModuleType, tree: LexborHTMLParser, most: int) -> Walked:
     root = tree.root
     if root is None:
         return [], [], [], ""
-    hrefs, rels, anchors = module.links(root, most, ANCHOR_TEXT_VISITS)
+    hrefs, rels, anchors = module.links(root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES)
     texts = [anchors.text(i) for i in range(len(anchors))]
     return hrefs, rels, texts, visible_text(tree, module)
 
@@ -207,8 +236,12 @@ def _load() -> ModuleType | None:
     if selectolax.__version__ not in CHECKED_SELECTOLAX or LexborNode.__basicsize__ != _NODE_SIZE:
         return None
     _walk.bind(LexborNode)
-    ours = walk_in_c(_walk, LexborHTMLParser(_PROBE), 1_000)
-    return _walk if ours == walk_in_python(LexborHTMLParser(_PROBE), 1_000) else None
+    for probe in _PROBES:
+        if walk_in_c(_walk, LexborHTMLParser(probe), 1_000) != walk_in_python(
+            LexborHTMLParser(probe), 1_000
+        ):
+            return None
+    return _walk
 
 
 native: ModuleType | None = _load()

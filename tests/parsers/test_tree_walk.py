@@ -6,6 +6,7 @@ invalid UTF-8, Unicode spaces) and on real pages; the same ``Page`` from ``parse
 from __future__ import annotations
 
 import dataclasses
+import gc
 import glob
 import os
 from pathlib import Path
@@ -134,7 +135,7 @@ def test_nested_anchor_text_is_bounded_by_the_visit_budget() -> None:
     root = tree.root
     assert root is not None
     budget = tree_walk.ANCHOR_TEXT_VISITS
-    hrefs, _, anchors = native.links(root, depth, budget)
+    hrefs, _, anchors = native.links(root, depth, budget, tree_walk.ANCHOR_TEXT_BYTES)
     assert len(hrefs) == len(anchors) == depth
     texts = [anchors.text(i) for i in range(depth)]
     assert texts[0] == "w" * depth and texts[1] == "w" * (depth - 1)
@@ -156,19 +157,113 @@ def test_python_walk_bounds_nested_anchor_text_as_well() -> None:
     assert sum(map(len, texts)) <= tree_walk.ANCHOR_TEXT_VISITS
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("c_walk", [True, False])
+def test_nested_anchors_around_a_long_text_read_it_within_the_byte_budget(c_walk: bool) -> None:
+    """1,400 anchors around one 9.5 MB text node are 1,400 visits but 13 GB of text: no
+    text past the page's bytes is read, and the page with a query parses in bounded time."""
+    if c_walk and native is None:
+        pytest.skip("parsers._walk is not built here")
+    depth, size = 1_400, 9_500_000
+    markup = b"<svg>" + b"".join(b"<a href=/n%d>" % i for i in range(depth)) + b"x" * size
+    if c_walk:
+        assert native is not None
+        tree = LexborHTMLParser(markup)
+        assert tree.root is not None
+        _, _, anchors = native.links(tree.root, depth, 1 << 20, tree_walk.ANCHOR_TEXT_BYTES)
+        text_of = anchors.text
+    else:
+        _, _, text_of = tree_walk.python_hrefs(LexborHTMLParser(markup), depth, None)
+    texts = [text_of(i) for i in range(depth)]
+    assert texts[0] == "" and sum(map(len, texts)) == 0  # each would be the whole 9.5 MB
+    job = _job(markup, query_terms=("needle",))
+    walk = tree_walk.native
+    try:
+        tree_walk.native = walk if c_walk else None
+        page = html.parse_page(job)
+    finally:
+        tree_walk.native = walk
+    assert len(page.links) == depth and page.text == "x" * size
+
+
 @needs_c
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(_PARTS), max_size=40).map("".join), st.integers(0, 40))
-def test_both_walks_spend_the_anchor_text_budget_alike(markup: str, budget: int) -> None:
-    """Node for node: the same texts are read whole, and the same ones come back empty."""
+@given(
+    st.lists(st.sampled_from(_PARTS), max_size=40).map("".join),
+    st.integers(0, 40),
+    st.integers(0, 60),
+)
+def test_both_walks_spend_the_anchor_text_budget_alike(
+    markup: str, budget: int, text_bytes: int
+) -> None:
+    """Node for node and byte for byte: the same texts are read whole, and the same ones
+    come back empty."""
     assert native is not None
     tree = LexborHTMLParser(markup)
     assert tree.root is not None
-    hrefs, _, anchors = native.links(tree.root, 1_000, budget)
+    hrefs, _, anchors = native.links(tree.root, 1_000, budget, text_bytes)
     ours = [anchors.text(i) for i in range(len(anchors))]
-    theirs, _, text_of = tree_walk.python_hrefs(LexborHTMLParser(markup), 1_000, None, budget)
+    theirs, _, text_of = tree_walk.python_hrefs(
+        LexborHTMLParser(markup), 1_000, None, budget, text_bytes
+    )
     assert theirs == hrefs
     assert [text_of(i) for i in range(len(hrefs))] == ours
+
+
+@needs_c
+def test_the_probes_meet_frames_and_template_content() -> None:
+    """What ``_load`` compares includes a frameset's frame (a tag id no other probe page
+    reaches) and template elements inside foreign content (in the tree, unlike HTML's)."""
+    assert native is not None
+    frames = walk_in_c(native, LexborHTMLParser(tree_walk._PROBES[1]), 10)
+    assert frames[0] == ["/f"]
+    foreign = walk_in_c(native, LexborHTMLParser(tree_walk._PROBES[2]), 10)
+    assert foreign[2] == ["mhkv"] and foreign[3] == "m v"
+
+
+@needs_c
+def test_fragments_are_refused_by_the_c_walk() -> None:
+    """selectolax reads a fragment's root through the nodes around it: the C walk, which
+    reads one subtree, says no rather than miss the fragment's other top-level nodes."""
+    assert native is not None
+    fragment = LexborHTMLParser("<p>one</p><a href=/y>b</a>", is_fragment=True)
+    assert fragment.root is not None
+    with pytest.raises(ValueError, match="fragment"):
+        native.links(fragment.root, 10, 10, 10)
+    with pytest.raises(ValueError, match="fragment"):
+        native.text(fragment.root)
+
+
+@needs_c
+def test_anchors_keep_the_tree_alive_by_its_parser() -> None:
+    """The walk holds the parser itself, not the node's (writable) reference to it."""
+    assert native is not None
+    tree = LexborHTMLParser("<a href=/x>kept</a>")
+    root = tree.root
+    assert root is not None
+    _, _, anchors = native.links(root, 10, 100, 100)
+    root.parser = None  # type: ignore[assignment]  # a public attribute in selectolax
+    del tree, root
+    gc.collect()
+    assert anchors.text(0) == "kept"
+
+
+def test_a_tree_changed_by_the_extract_hook_is_walked_in_python() -> None:
+    """An href set through selectolax on an svg element (stored unlike a parsed one) is a
+    link, as the Python walk reads it."""
+
+    def extract(tree: LexborHTMLParser, url: str) -> str:
+        node = tree.css_first("a")
+        assert node is not None
+        node.attrs["href"] = "/new"
+        return "done"
+
+    html.set_extract(extract)
+    try:
+        page = html.parse_page(_job(b"<svg><a>x</a></svg>"))
+    finally:
+        html.set_extract(None)
+    assert page.links == ("http://e.com/new",) and page.extract == '"done"'
 
 
 @needs_c
@@ -176,10 +271,12 @@ def test_the_walk_refuses_what_is_not_a_lexbor_node() -> None:
     assert native is not None
     tree = LexborHTMLParser("<a href=/a>a</a>")
     with pytest.raises(TypeError):
-        native.links(tree, 10, 10)
+        native.links(tree, 10, 10, 10)
     with pytest.raises(TypeError):
         native.text("<p>")
-    _, _, anchors = native.links(tree.root, 10, 10)
+    with pytest.raises(ImportError):
+        native.bind(dict)  # any other type would be read as a LexborNode
+    _, _, anchors = native.links(tree.root, 10, 10, 10)
     with pytest.raises(IndexError):
         anchors.text(1)
     with pytest.raises(IndexError):
