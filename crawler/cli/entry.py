@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from crawler.cli.tuning import BLAS_THREADS, GC_THRESHOLD
 
-_OTHER_COMMANDS = frozenset({"export", "rank", "runs", "stats"})
+_OTHER_COMMANDS = frozenset({"export", "rank", "runs", "serve", "stats"})
 _NO_RUN = frozenset({"-h", "--help", "--version"})
 
 

@@ -40,7 +40,7 @@ def command(db: str, host: str, port: int, device: str) -> None:
 
     async def serve() -> None:
         try:
-            app = await build_app(db, device)
+            app = await build_app(db, device, host)
         except StoreError as exc:
             fail(EXIT_USAGE, str(exc))
         runner = web.AppRunner(app, access_log=None)

@@ -5,6 +5,8 @@ the same data), reading a request's parameters (bounded: ``MAX_LIMIT`` rows a pa
 ``MAX_OFFSET``, ``MAX_QUERY_CHARS``; a bad one is a 400 that names it), and the headers
 every response carries (``_secured``): a ``Content-Security-Policy`` that allows only this
 origin's stylesheet and images, no script at all, no framing; ``nosniff``; no referrer.
+Served on loopback, it answers only requests named for loopback (``Host``): a page elsewhere
+that points its own name at 127.0.0.1 (DNS rebinding) would otherwise read the crawl.
 The database is read through ``storage.dashboard`` (read-only, queries with deadlines);
 search through ``crawler.serve.search`` (a query slower than ``SEARCH_DEADLINE_S`` is a 503).
 """
@@ -12,6 +14,8 @@ search through ``crawler.serve.search`` (a query slower than ``SEARCH_DEADLINE_S
 from __future__ import annotations
 
 import importlib.resources
+import ipaddress
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -50,12 +54,26 @@ ENDPOINTS = (
      "score, outlinks, inlinks, duplicates, versions and recrawl schedule"),
 )  # fmt: skip
 
+log = logging.getLogger(__name__)
+
 _DASHBOARD = web.AppKey("dashboard", Dashboard)
 _SEARCH = web.AppKey("search", Search)
 _DB_NAME = web.AppKey("db_name", str)
+_HOSTS = web.AppKey("hosts", frozenset)
+"""The ``Host`` names (no port) the app answers to; empty: any."""
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 
 
 class BadParameter(web.HTTPBadRequest):
+    def __init__(self, message: str) -> None:
+        super().__init__(text=message)
+        self.message = message
+
+
+class NotFound(web.HTTPNotFound):
+    """A 404 whose message is the answer's (aiohttp's ``reason`` is a status line: no CR or
+    LF, which a requested URL may hold)."""
+
     def __init__(self, message: str) -> None:
         super().__init__(text=message)
         self.message = message
@@ -84,10 +102,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @web.middleware
 async def _secured(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Errors as HTML or JSON (never a traceback), and the safety headers on every answer."""
+    response: web.StreamResponse
     try:
-        response = await handler(request)
-    except BadParameter as exc:
-        response = _error(request, 400, exc.message)
+        if not _host_allowed(request):
+            response = _error(request, 421, "this server answers only to its loopback address")
+        else:
+            response = await handler(request)
+    except (BadParameter, NotFound) as exc:
+        response = _error(request, exc.status, exc.message)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -96,12 +118,45 @@ async def _secured(request: web.Request, handler: Handler) -> web.StreamResponse
         response = _error(request, 503, str(exc))
     except StoreError as exc:
         response = _error(request, 503, str(exc))
+    except Exception:  # a defect: logged, and answered as one, with the headers below
+        log.exception("crawl serve: %s %s", request.method, request.path)
+        response = _error(request, 500, "internal error")
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "no-referrer"
     response.headers["X-Frame-Options"] = "DENY"
     response.headers.setdefault("Cache-Control", "no-store")
     return response
+
+
+def _host_allowed(request: web.Request) -> bool:
+    """Whether the request's ``Host`` (its port aside) is one the app answers to. A request
+    without one (HTTP/1.0) is not a browser's, which is what rebinding needs."""
+    allowed = request.app[_HOSTS]
+    host = request.headers.get("Host")
+    if not allowed or host is None:
+        return True
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[: name.find("]") + 1]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    return name in allowed
+
+
+def serving_names(host: str) -> frozenset[str]:
+    """The ``Host`` names to answer to when listening on ``host``: the loopback names where
+    it is a loopback address (or ``localhost``), else any (``frozenset()``)."""
+    if host == "localhost":
+        return LOOPBACK_NAMES
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return frozenset()
+    if not address.is_loopback:
+        return frozenset()
+    shown = f"[{address}]" if address.version == 6 else str(address)
+    return LOOPBACK_NAMES | {shown}
 
 
 def _error(request: web.Request, status: int, message: str) -> web.Response:
@@ -185,7 +240,7 @@ async def page_data(request: web.Request) -> dict[str, Any]:
         raise BadParameter(f"url: a stored page's URL, at most {MAX_URL_CHARS} characters")
     page = await request.app[_DASHBOARD].page(url)
     if page is None:
-        raise web.HTTPNotFound(reason=f"not a stored page: {url[:200]}")
+        raise NotFound(f"not a stored page: {url[:200]!r}")
     due = page.pop("next_fetch_at")
     page["next_fetch"] = (datetime.fromtimestamp(due, UTC).isoformat(timespec="seconds")
                           if isinstance(due, int | float) else None)  # fmt: skip
@@ -229,10 +284,13 @@ def _json(fetch: Callable[[web.Request], Awaitable[dict[str, Any]]]) -> Handler:
 
 
 async def samples(request: web.Request) -> web.Response:
+    raw = request.match_info["run"]
     try:
-        run_id = int(request.match_info["run"])
+        run_id = int(raw)
     except ValueError:
-        raise BadParameter("run: not a whole number") from None
+        raise BadParameter(f"run: not a whole number: {raw[:40]!r}") from None
+    if not 0 <= run_id <= 2**62:
+        raise BadParameter(f"run: {raw[:40]} is not between 0 and {2**62}")
     return web.json_response({"run": run_id,
                               "samples": await request.app[_DASHBOARD].samples(run_id)})  # fmt: skip
 
@@ -241,17 +299,21 @@ async def static(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     types = {"style.css": "text/css", "icon.svg": "image/svg+xml"}
     if name not in types:
-        raise web.HTTPNotFound(reason="no such file")
+        raise NotFound("no such file")
     body = importlib.resources.files("crawler.serve").joinpath("static", name).read_bytes()
     response = web.Response(body=body, content_type=types[name])
     response.headers["Cache-Control"] = "max-age=3600"
     return response
 
 
-def make_app(dashboard: Dashboard, search_index: Search) -> web.Application:
-    """The application over an open ``dashboard`` and ``search_index`` (closed with it)."""
+def make_app(
+    dashboard: Dashboard, search_index: Search, names: frozenset[str] = frozenset()
+) -> web.Application:
+    """The application over an open ``dashboard`` and ``search_index`` (closed with it),
+    answering to the ``Host`` names ``names`` only (``serving_names``; empty: any)."""
     app = web.Application(middlewares=[_secured], client_max_size=64 * 1024)
     app[_DASHBOARD], app[_SEARCH], app[_DB_NAME] = dashboard, search_index, dashboard.name
+    app[_HOSTS] = names
 
     async def close(app: web.Application) -> None:
         await app[_DASHBOARD].close()
@@ -272,7 +334,8 @@ def make_app(dashboard: Dashboard, search_index: Search) -> web.Application:
     return app
 
 
-async def build_app(db: str, device: str = "auto") -> web.Application:
-    """``make_app`` over the database ``db`` (``StoreError`` if it cannot be read)."""
+async def build_app(db: str, device: str = "auto", host: str = "127.0.0.1") -> web.Application:
+    """``make_app`` over the database ``db`` (``StoreError`` if it cannot be read), to be
+    served on ``host``."""
     dashboard = await open_dashboard(db)
-    return make_app(dashboard, Search(db, device))
+    return make_app(dashboard, Search(db, device), serving_names(host))

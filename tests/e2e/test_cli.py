@@ -164,14 +164,18 @@ def test_an_https_site_end_to_end(tmp_path: Path) -> None:
         (["rank", "x.db", "--query", "q"], False),
         (["runs", "x.db"], False),
         (["stats", "x.db"], False),
+        (["serve", "x.db"], False),
     ],
 )
 def test_the_console_script_starts_the_fork_server_only_for_a_crawl(
     args: list[str], crawls: bool
 ) -> None:
+    from crawler.cli.app import COMMANDS
+    from crawler.cli.entry import _OTHER_COMMANDS
     from crawler.cli.entry import crawls as starts
 
     assert starts(args) is crawls
+    assert set(COMMANDS) - {"crawl"} == _OTHER_COMMANDS  # every reading command is named
 
 
 def test_reading_commands_start_no_fork_server(tmp_path: Path, small_site: SiteServer) -> None:

@@ -30,7 +30,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 import crawler
 from crawler import Settings
-from crawler.serve.app import CSP, build_app
+from crawler.serve.app import CSP, build_app, serving_names
 from tests.proc import child_env
 from tests.sites import SiteServer, html_handler
 
@@ -200,6 +200,46 @@ def test_a_page_shows_its_facts_links_and_schedule(crawled: tuple[str, str]) -> 
         assert (await client.post("/api/page")).status == 405
 
     with_client(db, check)
+
+
+def test_what_a_request_holds_is_answered_as_an_error_with_the_headers(
+    crawled: tuple[str, str],
+) -> None:
+    """A URL with CR or LF (no status line may hold them), a run id past SQLite's integers:
+    a 404 and a 400 that say so, with the safety headers, not aiohttp's bare 500."""
+    db, url = crawled
+
+    async def check(client: TestClient[Any, Any]) -> None:
+        for path in ("/api/page?url=%0A", f"/api/page?url={url}/%0d"):
+            missing = await get_json(client, path, 404)
+            assert "not a stored page" in missing["error"]
+        html = await get_html(client, "/page?url=http://x/%0D%0Aset-cookie:a=b", 404)
+        assert "not a stored page" in html
+        huge = await get_json(client, "/api/runs/99999999999999999999999/samples", 400)
+        assert "run:" in huge["error"]
+        await get_json(client, "/api/runs/-1/samples", 400)
+
+    with_client(db, check)
+
+
+def test_a_request_for_another_host_name_is_refused_on_loopback(crawled: tuple[str, str]) -> None:
+    """DNS rebinding: a page on evil.example that points its name at 127.0.0.1 would read the
+    crawl through the visitor's browser; served on loopback, only loopback names answer."""
+    db, _ = crawled
+
+    async def check(client: TestClient[Any, Any]) -> None:
+        port = client.port
+        for host in (f"127.0.0.1:{port}", "localhost", f"LOCALHOST:{port}", "[::1]:8800"):
+            assert (await client.get("/api/overview", headers={"Host": host})).status == 200
+        for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example"):
+            refused = await client.get("/api/overview", headers={"Host": host})
+            assert refused.status == 421, host
+            assert refused.headers["Content-Security-Policy"] == CSP
+            assert "loopback" in (await refused.json())["error"]
+
+    with_client(db, check)
+    assert serving_names("0.0.0.0") == frozenset()  # exposed on purpose: any name
+    assert serving_names("::1") >= {"[::1]", "localhost", "127.0.0.1"}
 
 
 def test_hosts_sort_by_any_count_and_show_robots(crawled: tuple[str, str]) -> None:
