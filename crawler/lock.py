@@ -3,7 +3,8 @@
 Owns: an exclusive ``flock`` on ``<db>.lock``, held for the whole run. The operating system
 drops it when the holder dies in any way (``kill -9`` included), so a lock left by a killed
 run is never stale: the next run simply takes it. The file records the holder's pid for
-the error message.
+the error message. A path no store could open (empty, a folder, in a missing or read-only
+folder) is refused first, as the user's input (``ConfigError``), and no lock file is made.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import contextlib
 import fcntl
 import os
 
-from crawler.errors import DatabaseLocked
+from crawler.errors import ConfigError, DatabaseLocked
+from storage.base import StoreRefused
+from storage.sqlite.store import check_location
 
 __all__ = ["DatabaseLocked", "RunLock"]
 
@@ -25,6 +28,10 @@ class RunLock:
         self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
+        try:
+            check_location(self.path[:-5])
+        except StoreRefused as exc:
+            raise ConfigError(str(exc)) from exc
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:

@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from crawler.errors import ConfigError
+from crawler.setting_checks import (
+    check_network,
+    check_positive,
+    check_types,
+    compile_patterns,
+    flag_of,
+    parse_duration,
+)
 
 SCOPES = ("host", "domain", "any")
 DEVICES = ("auto", "cpu", "gpu")
@@ -281,11 +289,13 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
-        _check_positive(self, "concurrency", "per_host", "timeout", "connect_timeout")
-        _check_positive(self, "max_body_bytes", "max_redirects", "max_outlinks", "max_url_length")
-        _check_positive(self, "max_delay", "lease_ttl", "parse_timeout")
-        if self.max_crawl_delay < 0 or self.retries < 0:
-            raise ConfigError("--max-crawl-delay and --retries must be ≥ 0")
+        check_types(self)
+        check_positive(self, "concurrency", "per_host", "timeout", "connect_timeout")
+        check_positive(self, "max_body_bytes", "max_redirects", "max_outlinks", "max_url_length")
+        check_positive(self, "max_delay", "lease_ttl", "parse_timeout")
+        for name in ("max_crawl_delay", "retries"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"--{flag_of(name)} must be ≥ 0, got {getattr(self, name)!r}")
         if self.delay < 0:
             raise ConfigError(f"--delay must be ≥ 0, got {self.delay}")
         if isinstance(self.max_time, str):
@@ -299,10 +309,10 @@ class Settings:
         for name in ("recrawl_after", "max_interval"):
             value = getattr(self, name)
             if isinstance(value, str):
-                value = parse_duration(value, f"--{_flag(name)}")
+                value = parse_duration(value, f"--{flag_of(name)}")
                 object.__setattr__(self, name, value)
             if not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"--{_flag(name)} must be a duration ≥ 0, got {value!r}")
+                raise ConfigError(f"--{flag_of(name)} must be a duration ≥ 0, got {value!r}")
         if self.metrics_port is not None and not 0 < self.metrics_port < 65536:
             raise ConfigError(f"--metrics-port must be 1-65535, got {self.metrics_port}")
         if self.log_format not in LOG_FORMATS:
@@ -312,17 +322,20 @@ class Settings:
         for name in ("max_pages", "max_depth", "workers", "max_pages_per_host"):
             value = getattr(self, name)
             if value is not None and value < (0 if name == "max_depth" else 1):
-                raise ConfigError(f"--{_flag(name)} must be positive, got {value}")
+                raise ConfigError(f"--{flag_of(name)} must be positive, got {value}")
         if self.device not in DEVICES:
             raise ConfigError(f"--device must be auto, cpu or gpu, got {self.device!r}")
         if self.query is not None and not self.query.strip():
             raise ConfigError("--query must not be empty")
         if self.scope not in SCOPES:
             raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
-        _check_network(self)
+        check_network(self)
         object.__setattr__(self, "include", tuple(self.include))
         object.__setattr__(self, "exclude", tuple(self.exclude))
-        compiled = (_compile("include", self.include), _compile("exclude", self.exclude))
+        compiled = (
+            compile_patterns("include", self.include),
+            compile_patterns("exclude", self.exclude),
+        )
         object.__setattr__(self, "_compiled", compiled)
 
     @property
@@ -357,7 +370,7 @@ class Settings:
     @classmethod
     def flags(cls) -> list[Flag]:
         """Every setting as a command-line flag, in the fields' order."""
-        return [_as_flag(f) for f in fields(cls) if f.init and f.metadata["cli"]]
+        return [_asflag_of(f) for f in fields(cls) if f.init and f.metadata["cli"]]
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], source: str = "settings") -> Settings:
@@ -396,7 +409,16 @@ class Settings:
             raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
-        return cls.from_mapping(data.get("crawl", data), source=str(path))
+        section = data.get("crawl", data)
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: crawl = {section!r}: [crawl] must be a table")
+        try:
+            return cls.from_mapping(section, source=str(path))
+        except ConfigError as exc:
+            message = str(exc)
+            if message.startswith(f"{path}:"):
+                raise
+            raise ConfigError(f"{path}: {message}") from exc
 
 
 _NEGATED = frozenset(("progress", "sitemaps"))
@@ -404,7 +426,7 @@ _NEGATED = frozenset(("progress", "sitemaps"))
 in a config file)."""
 
 
-def _as_flag(spec: dataclasses.Field[Any]) -> Flag:
+def _asflag_of(spec: dataclasses.Field[Any]) -> Flag:
     meta, default, kind = spec.metadata, spec.default, "text"
     annotation = str(spec.type)
     if meta["duration"]:
@@ -422,62 +444,7 @@ def _as_flag(spec: dataclasses.Field[Any]) -> Flag:
     shown = meta["shown"]
     if shown is None and default is not None and kind not in ("switch", "many"):
         shown = str(default)
-    return Flag(name=spec.name, flag=meta["flag"] or f"--{_flag(spec.name)}",
+    return Flag(name=spec.name, flag=meta["flag"] or f"--{flag_of(spec.name)}",
                 short=meta["short"], kind=kind, default=shown, help=meta["help"],
                 choices=meta["choices"], bare=meta["bare"],
                 metavar=meta["metavar"])  # fmt: skip
-
-
-def _check_network(settings: Settings) -> None:
-    """The proxy, ``--no-proxy`` and headers parse (files are read when a crawl starts:
-    ``crawler.net.session``)."""
-    from crawler.net.headers import host_table, parse_header
-    from crawler.net.proxy import NoProxy, parse_proxy
-
-    if settings.proxy is not None:
-        parse_proxy(settings.proxy, "--proxy")
-    if settings.no_proxy is not None:
-        NoProxy(settings.no_proxy, "--no-proxy")
-    headers = (settings.headers,) if isinstance(settings.headers, str) else settings.headers
-    object.__setattr__(settings, "headers", tuple(headers))
-    for text in settings.headers:
-        parse_header(text)
-    object.__setattr__(settings, "host_headers", host_table(settings.host_headers, "settings"))
-    for name in ("cookies", "netrc", "ca_bundle"):
-        value = getattr(settings, name)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ConfigError(f"--{_flag(name)} needs a file name")
-
-
-def _flag(name: str) -> str:
-    return name.replace("_", "-")
-
-
-def _check_positive(settings: Settings, *names: str) -> None:
-    for name in names:
-        value = getattr(settings, name)
-        if not isinstance(value, int | float) or value <= 0:
-            raise ConfigError(f"--{_flag(name)} must be positive, got {value!r}")
-
-
-def _compile(flag: str, patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    compiled = []
-    for pattern in patterns:
-        try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise ConfigError(f"--{flag} {pattern!r}: invalid regex: {exc}") from exc
-    return tuple(compiled)
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str, flag: str = "duration") -> float:
-    """Seconds in ``90``, ``90s``, ``50m``, ``1h30m``, ``2d``; ``ConfigError`` naming ``flag``."""
-    compact = text.strip().lower().replace(" ", "")
-    parts = _DURATION.findall(compact)
-    if not compact or "".join(number + unit for number, unit in parts) != compact:
-        raise ConfigError(f"{flag} {text!r}: not a duration (e.g. 90s, 50m, 1h30m)")
-    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)

@@ -224,6 +224,12 @@ class StoreError(Exception):
     """
 
 
+class StoreRefused(StoreError):
+    """The database named is not one a crawl can use: a folder, a missing or read-only
+    folder, a file that is not SQLite, a newer schema. The user's input, not a failure: the
+    crawler maps it to its ``ConfigError`` (exit 2)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExportFilter:
     """Which pages a read selects (an export, a WARC). ``since``: ISO-8601 UTC, compared

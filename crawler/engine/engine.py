@@ -10,16 +10,15 @@ pool, the report) and its tasks, all in one ``asyncio.TaskGroup``:
   frontier from the store; the ticker reports progress, the sampler stores it (``Sampler``),
   the heartbeat keeps a shared frontier's leases.
 Each of those components owns its part (see their modules); this one wires them to each other.
-Backpressure: at most ``concurrency`` fetches, and an eighth to 4x as many pages between
-fetch and store, by what they weigh (``Pipeline``).
+Backpressure: at most ``concurrency`` fetches; 1/8 to 4x as many pages, by weight, in ``Pipeline``.
 
 The data flow, a page from seed to row: ``Window.open`` queues the seeds -> ``Frontier.next``
 hands out a job -> ``Requests.fetch`` (pace, SSRF, redirects vetted by ``Admission``) ->
 ``Pages`` (parse, duplicates, template budget, score) -> ``Admission.follow`` queues its links
 in the ``Window`` -> ``Writer`` commits the page with the URLs found and refused.
 
-Per-job errors: a ``CrawlerError`` becomes a stored outcome; anything else is a bug and
-fails the crawl (the TaskGroup cancels the rest).
+Per-job errors: a ``CrawlerError`` becomes a stored outcome; anything else is a bug and fails
+the crawl (the TaskGroup cancels the rest).
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ from crawler.report import CrawledPage, CrawlReport, Progress, ProgressCallback,
 from crawler.seeds import parse_seed
 from crawler.settings import Settings
 from parsers.links import strip_userinfo, url_origin
-from storage.base import RunSummary, Store, StoreError
+from storage.base import RunSummary, Store, StoreError, StoreRefused
 from storage.factory import is_postgres, make_store, redact_dsn
 
 log = logging.getLogger(__name__)
@@ -229,7 +228,8 @@ class Engine:
             )
         except StoreError as exc:
             await self._store.close()
-            raise StorageError(str(exc)) from exc
+            refused = isinstance(exc, StoreRefused)  # not a crawl's database: the user's input
+            raise (ConfigError if refused else StorageError)(str(exc)) from exc
         status, reason = "failed", "error"
         try:
             try:

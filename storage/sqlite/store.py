@@ -29,6 +29,7 @@ from storage.base import (
     RunSummary,
     SkipRecord,
     StoreError,
+    StoreRefused,
     UrlRecord,
 )
 from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
@@ -92,14 +93,14 @@ def _unbind(connection: sqlite3.Connection, unbind: list[tuple[str, tuple]]) -> 
         connection.execute("RELEASE unbind")
 
 
-async def _migrate(db: aiosqlite.Connection) -> None:
+async def _migrate(db: aiosqlite.Connection, path: str) -> None:
     """Bring the database to the latest schema, one transaction per migration."""
     await db.execute(MIGRATIONS_TABLE)
     async with db.execute("SELECT version FROM schema_migrations") as cursor:
         applied = {row[0] async for row in cursor}
     if applied and max(applied) > LATEST_VERSION:
-        raise StoreError(
-            f"database schema version {max(applied)} is newer than this crawler "
+        raise StoreRefused(
+            f"{path}: database schema version {max(applied)} is newer than this crawler "
             f"({LATEST_VERSION}); upgrade the crawler"
         )
     for migration in pending(applied):
@@ -117,19 +118,31 @@ async def _migrate(db: aiosqlite.Connection) -> None:
         await db.execute("COMMIT")
 
 
-def _check_location(path: str) -> None:
-    """Refuse early, with a clear message, a path whose folder is missing or read-only.
+def check_location(path: str) -> None:
+    """Refuse early, with a clear message (``StoreRefused``), an empty path, a folder, or a
+    path whose folder is missing or read-only: before a crawl takes its lock beside it.
 
     (Also sidesteps an aiosqlite flaw: a failed connect leaves its thread calling back into
     the event loop after it closed.)
     """
     if path == ":memory:" or path.startswith("file:"):
         return
+    if not path.strip():
+        raise StoreRefused("--db: an empty name (a file name or a PostgreSQL DSN is needed)")
+    if os.path.isdir(path):
+        raise StoreRefused(f"{path}: cannot open database: it is a folder")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise StoreError(f"{path}: cannot open database: folder {folder} does not exist")
+        raise StoreRefused(f"{path}: cannot open database: folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise StoreError(f"{path}: cannot open database: not writable")
+        raise StoreRefused(f"{path}: cannot open database: not writable")
+
+
+def _not_sqlite(exc: BaseException) -> bool:
+    """Whether opening failed because the file is not a SQLite database (or not one SQLite
+    can open at all): the input's fault, not the disk's."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN)
 
 
 class SQLiteStore:
@@ -151,7 +164,7 @@ class SQLiteStore:
         return self._db
 
     async def open(self) -> None:
-        _check_location(self.path)
+        check_location(self.path)
         try:
             # A prepared statement of a hundred rows' VALUES is ~90 KB of SQLite's memory, and
             # each batch's last chunk has a size of its own: the default cache of 128
@@ -177,10 +190,14 @@ class SQLiteStore:
             # file past 64 KiB: with 16 KiB pages, most batches would write to a deleted
             # temp file (strace shows it), none with this.
             await self._db.execute("PRAGMA temp_store=MEMORY")
-            await _migrate(self._db)
+            await _migrate(self._db, self.path)
         except (sqlite3.Error, OSError) as exc:
             await self.close()
-            raise StoreError(f"{self.path}: cannot open database: {exc}") from exc
+            error = StoreRefused if _not_sqlite(exc) else StoreError
+            raise error(f"{self.path}: cannot open database: {exc}") from exc
+        except StoreRefused:
+            await self.close()
+            raise
 
     async def close(self) -> None:
         if self._db is not None:

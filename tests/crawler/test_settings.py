@@ -26,6 +26,16 @@ def test_defaults_are_polite() -> None:
         ({"scope": "planet"}, "--scope"),
         ({"include": ("(",)}, "--include"),
         ({"max_pages": 0}, "--max-pages"),
+        ({"delay": float("nan")}, "--delay: a finite number"),  # NaN passes every < test
+        ({"connect_timeout": float("nan")}, "--connect-timeout: a finite number"),
+        ({"timeout": float("inf")}, "--timeout: a finite number"),
+        ({"max_time": float("nan")}, "--max-time: a finite number"),
+        ({"concurrency": True}, "--concurrency: a whole number"),
+        ({"max_pages": 1.5}, "--max-pages: a whole number"),
+        ({"quiet": "yes"}, "--quiet: true or false"),
+        ({"user_agent": 5}, "--user-agent: a string"),
+        ({"headers": [5]}, "--header: a list of strings"),
+        ({"retries": -1}, "--retries must be ≥ 0, got -1"),
     ],
 )
 def test_invalid_settings(changes: dict[str, object], message: str) -> None:
@@ -46,6 +56,28 @@ def test_from_toml(tmp_path: Path) -> None:
         Settings.from_toml(path)
     with pytest.raises(ConfigError, match="cannot read"):
         Settings.from_toml(tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("delay = nan\n", "c.toml: --delay: a finite number is needed, got nan"),
+        ('delay = "fast"\n', "c.toml: --delay: a finite number is needed, got 'fast'"),
+        ("header = [5]\n", "c.toml: --header: a list of strings is needed"),
+        ("crawl = 5\n", "c.toml: crawl = 5: [crawl] must be a table"),
+        ("user_agent = 5\n", "c.toml: --user-agent: a string is needed, got 5"),
+        ("concurrency = true\n", "c.toml: --concurrency: a whole number is needed"),
+        ("[crawl]\nstore-body = 1\n", "c.toml: --store-body: true or false is needed"),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_named(tmp_path: Path, text: str, message: str) -> None:
+    """A TOML file can hold any type anywhere: each is checked against the setting's, and
+    the error names the file, the setting and the value (no traceback, no silent 1)."""
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_toml(path)
+    assert message in str(refused.value) and str(refused.value).startswith(str(path))
 
 
 def test_seeds_file(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from crawler.cli import main
+from storage.schema import MIGRATIONS_TABLE
 from tests.proc import child_env
 from tests.sites import SiteServer, html_handler, make_certificate, server_tls
 
@@ -84,28 +85,34 @@ def test_config_file_and_flags_win(tmp_path: Path, small_site: SiteServer) -> No
         (["nope.txt"], "nope.txt: seeds file not found"),
         (["BAD"], "bad.txt:2: not an absolute http(s) URL: 'example.com/page'"),
         (["export", "nope.db"], "nope.db: no such database"),
+        (["SEEDS", "--db", ""], "--db: an empty name"),
+        (["SEEDS", "--db", "DIR"], "cannot open database: it is a folder"),
+        (["SEEDS", "--db", "JUNK"], "cannot open database: file is not a database"),
+        (["SEEDS", "--db", "NEWER"], "is newer than this crawler"),
+        (["SEEDS", "--db", "no/dir/x.db"], "cannot open database: folder"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     good = seeds_file(tmp_path, "http://127.0.0.1:9/")
     bad = tmp_path / "bad.txt"
     bad.write_text("# seeds\nexample.com/page\n")
-    args = [good if a == "SEEDS" else str(bad) if a == "BAD" else a for a in args]
-    result = CliRunner().invoke(main, args)
+    junk, newer = tmp_path / "junk.db", tmp_path / "newer.db"
+    junk.write_bytes(b"not a database\n")
+    with contextlib.closing(sqlite3.connect(newer)) as connection, connection:
+        connection.execute(MIGRATIONS_TABLE)
+        connection.execute("INSERT INTO schema_migrations VALUES (99, 'future', '2030')")
+    named = {"SEEDS": good, "BAD": str(bad), "DIR": str(tmp_path), "JUNK": str(junk),
+             "NEWER": str(newer), "no/dir/x.db": str(tmp_path / "no" / "dir" / "x.db")}  # fmt: skip
+    result = CliRunner().invoke(main, [named.get(a, a) for a in args])
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("crawl: error: ") and message in lines[0]
+    assert not (tmp_path / "no").exists() and not Path(f"{tmp_path}.lock").exists()
 
 
 def test_unknown_flag_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [seeds_file(tmp_path, "http://a.com/"), "--frobnicate"])
     assert result.exit_code == 2 and "--frobnicate" in result.stderr
-
-
-def test_unwritable_database_exits_1(tmp_path: Path) -> None:
-    seeds = seeds_file(tmp_path, "http://127.0.0.1:9/")
-    result = CliRunner().invoke(main, [seeds, "--db", str(tmp_path / "no" / "dir" / "x.db")])
-    assert result.exit_code == 1 and "cannot open database" in result.stderr
 
 
 def _subprocess_env() -> dict[str, str]:
