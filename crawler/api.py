@@ -205,4 +205,5 @@ def _engine(
     # ``import crawler`` stays light.
     from crawler.engine.engine import Engine
 
-    return Engine(settings, Engine.normalize_seeds(seeds), on_progress=on_progress, hooks=hooks)
+    normalized = Engine.normalize_seeds(seeds, settings.max_url_length)
+    return Engine(settings, normalized, on_progress=on_progress, hooks=hooks)

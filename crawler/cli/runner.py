@@ -44,7 +44,7 @@ def run_command(seeds: Path, config_file: Path | None, flags: dict[str, Any]) ->
     once or ``--every`` period, exit with the crawl's code."""
     try:
         settings = settings_from(config_file, flags)
-        seed_urls = read_seeds(seeds)
+        seed_urls = read_seeds(seeds, settings.max_url_length)
     except ConfigError as exc:
         fail(EXIT_USAGE, str(exc))
     _setup_logging(settings)
@@ -89,7 +89,7 @@ def _run_every(seeds: Path, seed_urls: list[str], settings: Settings) -> int:
         if code:
             return code
         try:
-            seed_urls = read_seeds(seeds)
+            seed_urls = read_seeds(seeds, settings.max_url_length)
         except ConfigError as exc:
             log.error("%s (keeping the previous seeds)", exc)
 

@@ -104,6 +104,34 @@ def test_bad_seed_lines_name_file_and_line(tmp_path: Path, content: str, where: 
         read_seeds(path)
 
 
+def test_seed_lines_end_at_line_feeds_only_and_are_decoded_each(tmp_path: Path) -> None:
+    """U+0085 or U+2028 inside a line is no line break (as for wc -l and editors): the
+    numbers stay the file's; CRLF is one break; bad UTF-8 names its line."""
+    path = tmp_path / "seeds.txt"
+    path.write_bytes(b"http://h.com/a\xc2\x85b\r\nht!tp://x\n")
+    with pytest.raises(
+        ConfigError, match=r"seeds\.txt:2: not an absolute http\(s\) URL: 'ht!tp://x'"
+    ):
+        read_seeds(path)
+    path.write_bytes(b"http://h.com/\r\nhttp://h.com/\xff\n")
+    with pytest.raises(ConfigError, match=r"seeds\.txt:2: not UTF-8 text \(byte 14\)"):
+        read_seeds(path)
+    path.write_bytes(b"http://h.com/a\xe2\x80\xa8b\r\nhttps://h.com/c\r\n")
+    assert read_seeds(path) == ["http://h.com/a%E2%80%A8b", "https://h.com/c"]
+
+
+def test_a_seed_longer_than_the_url_limit_is_refused_and_shown_cut(tmp_path: Path) -> None:
+    path = tmp_path / "seeds.txt"
+    path.write_text("http://h.com/" + "a" * 100_000 + "\n")
+    with pytest.raises(ConfigError, match=r"seeds\.txt:1: longer than --max-url-length 2048") as e:
+        read_seeds(path, Settings().max_url_length)
+    assert len(str(e.value)) < 400
+    path.write_text("x" * 100_000 + "\n")
+    with pytest.raises(ConfigError) as bad:
+        read_seeds(path)
+    assert len(str(bad.value)) < 400 and str(bad.value).endswith("...")
+
+
 def test_missing_and_empty_seed_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         read_seeds(tmp_path / "nope.txt")
@@ -111,8 +139,10 @@ def test_missing_and_empty_seed_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no seed URLs"):
         read_seeds(tmp_path / "empty.txt")
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00bad")
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match=r"bin\.txt:1: not UTF-8 text"):
         read_seeds(tmp_path / "bin.txt")
+    with pytest.raises(ConfigError, match="cannot read seeds file"):
+        read_seeds(tmp_path)  # a folder
     assert parse_seeds(["http://a.com/"]) == ["http://a.com/"]
 
 
