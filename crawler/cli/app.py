@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -37,9 +37,42 @@ EXIT_CODES = [
 ]
 
 
+class UsageLine(click.ClickException):
+    """A usage error told as every bad input is: one line, ``crawl: error: ...``, exit 2
+    (click's own is a usage block, a hint and the error, four lines)."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"crawl: error: {self.format_message()}", err=True)
+
+
+def _one_line(exc: click.UsageError) -> click.ClickException:
+    """``exc`` as a ``UsageLine``; a bare ``crawl`` (click's help for no arguments) as it is."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc
+    name = exc.ctx.command.name if exc.ctx is not None else None
+    command = f"crawl {name}" if name in COMMANDS and name != "crawl" else "crawl"
+    hint = f" (see {command} --help)" if "--help" not in exc.format_message() else ""
+    return UsageLine(exc.format_message() + hint)
+
+
 class CrawlGroup(click.Group):
     """``crawl SEEDS ...`` runs the ``crawl`` subcommand; ``crawl --help`` documents it all.
-    Commands are loaded by name when they run (PEP 562's idea, for click)."""
+    Commands are loaded by name when they run (PEP 562's idea, for click). Usage errors are
+    one line (``UsageLine``)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
