@@ -231,6 +231,16 @@ def search(data: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _header_table(title: str, headers: Any) -> str:
+    """``title`` over a table of ``headers`` ((name, value) pairs, or a dict)."""
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    lines = []
+    for pair in pairs if isinstance(pairs, Iterable) else ():
+        name, value = pair if isinstance(pair, tuple | list) and len(pair) == 2 else (pair, "")
+        lines.append([_text(name), _text(value)])
+    return f"<h2>{escape(title)}</h2>" + _table(["name", "value"], lines, "headers")
+
+
 def page(data: dict[str, Any]) -> str:
     """``/page?url=``: one stored page and where it stands in the frontier."""
     title = data["title"] or data["url"]
@@ -257,13 +267,15 @@ def page(data: dict[str, Any]) -> str:
     rows = "".join(f"<tr><th scope=row>{k}</th><td>{v}</td></tr>" for k, v in facts if v)
     parts = [f"<h1>{escape(str(title))}</h1>", f'<table class="facts">{rows}</table>']
     headers = data["headers"]
-    if headers:
-        pairs = headers.items() if isinstance(headers, dict) else headers
-        lines = []
-        for pair in pairs:
-            name, value = pair if isinstance(pair, tuple | list) and len(pair) == 2 else (pair, "")
-            lines.append([_text(name), _text(value)])
-        parts.append("<h2>Response headers</h2>" + _table(["name", "value"], lines, "headers"))
+    if isinstance(headers, dict) and "headers" in headers:  # the stored exchange (--store-body)
+        status = " ".join(str(headers.get(k) or "") for k in ("status", "reason")).strip()
+        line = f"HTTP/{headers.get('http_version') or '1.1'} {status}"
+        parts.append(_header_table(f"Response headers ({line})", headers["headers"]))
+        request = headers.get("request")
+        if isinstance(request, dict) and request.get("headers"):
+            parts.append(_header_table("Request headers (as sent)", request["headers"]))
+    elif headers:
+        parts.append(_header_table("Response headers", headers))
     links = data["outlinks"]
     shown = f"{len(links):,} of {data['outlinks_total']:,}" if links else "none"
     parts.append(f"<h2>Outlinks ({shown})</h2>")

@@ -242,6 +242,23 @@ def test_a_request_for_another_host_name_is_refused_on_loopback(crawled: tuple[s
     assert serving_names("::1") >= {"[::1]", "localhost", "127.0.0.1"}
 
 
+def test_a_page_stored_with_its_body_shows_the_exchange_s_headers(tmp_path: Path) -> None:
+    """``--store-body`` keeps the status line, the response's headers and the request's: the
+    page view lists each header as a row, not the stored JSON's keys."""
+    db = str(tmp_path / "body.db")
+    with SiteServer() as site:
+        site.routes["/"] = html_handler("<title>b</title><p>body kept</p>")
+        crawler.run([site.url + "/"], Settings(db=db, store_body=True, **BASE))
+
+        async def check(client: TestClient[Any, Any]) -> None:
+            html = await get_html(client, f"/page?url={site.url}/")
+            assert "Response headers (HTTP/1.1 200 OK)" in html
+            assert "<td>Content-Type</td>" in html and "Request headers (as sent)" in html
+            assert "<td>http_version</td>" not in html and "[[" not in html
+
+        with_client(db, check)
+
+
 def test_hosts_sort_by_any_count_and_show_robots(crawled: tuple[str, str]) -> None:
     db, url = crawled
 
