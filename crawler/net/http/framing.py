@@ -154,6 +154,11 @@ class ResponseFraming:
         response = self.response
         if response is None or response.complete or response.error is not None or self.error:
             return
+        if not response.final:
+            # An interim response's own body (llhttp frames one for a 1xx other than 100-103
+            # that declares a length): dropped, as aiohttp drops it; it counts as bytes
+            # without a body, so an endless one is cut off.
+            return
         self.quiet_bytes = 0
         response._size += len(body)
         if response._size > response.cap:
@@ -181,13 +186,15 @@ class ResponseFraming:
 
 def ends_at_close(response: Response) -> bool:
     """Whether ``response``'s body is framed by the connection's close (no length, not
-    chunked, and a status that has a body)."""
-    headers = response.headers
-    return (
-        "content-length" not in headers
-        and "chunked" not in headers.get("transfer-encoding", "").lower()
-        and response.status not in (204, 304)
-    )
+    chunked, and a status that has a body). Chunked as llhttp and RFC 9112 (6.1) read it:
+    ``chunked`` is the last coding of all the Transfer-Encoding lines together, so
+    ``gzip`` then ``chunked`` on two lines is chunked (a close before the last chunk is a
+    truncated body), and ``chunked, gzip`` is not (its body ends at the close)."""
+    if "content-length" in response.headers or response.status in (204, 304):
+        return False
+    codings = b",".join(v for k, v in response.raw_headers if k.lower() == b"transfer-encoding")
+    last = codings.rsplit(b",", 1)[-1].strip().lower()
+    return last != b"chunked"
 
 
 def request_head(

@@ -393,6 +393,30 @@ def test_truncated_chunked_body() -> None:
     assert mine.outcomes[0].error == "bad-response"
 
 
+@pytest.mark.parametrize(
+    ("lines", "error"),
+    [([b"gzip", b"chunked"], "bad-response"), ([b"identity", b"chunked"], "bad-response"),
+     ([b"chunked, gzip"], None)],
+)  # fmt: skip
+def test_chunked_is_read_from_every_transfer_encoding_line(
+    lines: list[bytes], error: str | None
+) -> None:
+    """``chunked`` last across the lines: a close before the 0-size chunk truncates it;
+    ``chunked`` not last: the body ends at the close."""
+    head = b"".join(b"Transfer-Encoding: " + line + b"\r\n" for line in lines)
+    data = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + head + b"\r\n5\r\nhello\r\n"
+    mine, ref = both(reply(data, keep=False))
+    assert_same(mine, ref)
+    assert mine.outcomes[0].error == error
+
+
+def test_an_interim_response_s_body_is_not_the_page_s() -> None:
+    interim = b"HTTP/1.1 199 Odd\r\nContent-Length: 9\r\n\r\nINJECTED!"
+    mine, ref = both(reply(interim + response(BODY, HEADERS)))
+    assert_same(mine, ref)
+    assert mine.outcomes[0].body == BODY
+
+
 def test_a_truncated_compressed_body_is_an_error_to_us_only() -> None:
     """Complete framing, but a gzip stream cut short before its end marker: the crawler
     fails it (``bad-response``: the page is not all there, and a stored half page would

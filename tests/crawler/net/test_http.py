@@ -167,6 +167,52 @@ def test_interim_responses_are_skipped() -> None:
     asyncio.run(go())
 
 
+def test_an_interim_response_s_own_body_is_dropped() -> None:
+    """llhttp frames a body for a 1xx (other than 100-103) that declares one: it is not the
+    page's (aiohttp skips it with its message); an endless one is cut off."""
+    odd = b"HTTP/1.1 199 Odd\r\nContent-Length: 9\r\n\r\nINJECTED!"
+    chunked = b"HTTP/1.1 199 Odd\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nINJECTED!\r\n0\r\n\r\n"
+    huge = b"HTTP/1.1 199 Odd\r\nContent-Length: 200000\r\n\r\n" + b"x" * 200_000
+
+    async def go() -> None:
+        for interim in (odd, chunked):
+            async with Server(reply(interim + OK)) as server, client() as c:
+                assert await get(c, server.url()) == (200, b"hello")
+        async with Server(reply(huge + OK)) as server, client() as c:
+            with pytest.raises(http.ProtocolError, match="without a body"):
+                await get(c, server.url())
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("codings", "body"),
+    [
+        ([b"gzip", b"chunked"], None),
+        ([b"identity", b"chunked"], None),
+        ([b"chunked, gzip"], b"5\r\nhello\r\n"),
+    ],
+)
+def test_chunked_is_the_last_coding_of_every_transfer_encoding_line(
+    codings: list[bytes], body: bytes | None
+) -> None:
+    """Two Transfer-Encoding lines are one list (RFC 9112 6.1): chunked last is a chunked
+    body, and a close before its last chunk is a truncated one (aiohttp and curl agree);
+    chunked not last is a body that ends at the close."""
+    head = b"HTTP/1.1 200 OK\r\n" + b"".join(b"Transfer-Encoding: " + c + b"\r\n" for c in codings)
+    data = head + b"\r\n5\r\nhello\r\n"  # no 0-size chunk: then the server closes
+
+    async def go() -> None:
+        async with Server(reply(data, keep=False)) as server, client() as c:
+            if body is None:
+                with pytest.raises(http.IncompleteBody):
+                    await get(c, server.url())
+            else:
+                assert await get(c, server.url()) == (200, body)
+
+    asyncio.run(go())
+
+
 def test_headers_repeated_and_parsed() -> None:
     data = (b"HTTP/1.1 404 Not Here\r\nX-Robots-Tag: noindex\r\nx-robots-tag: nofollow\r\n"
             b"Content-Type: Text/HTML; Charset=\"ISO-8859-1\"\r\nContent-Length: 0\r\n\r\n")  # fmt: skip
