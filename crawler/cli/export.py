@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -43,6 +44,8 @@ def command(
     without Authorization, Proxy-Authorization and Cookie headers.
     """
     try:
+        if min_score is not None and not math.isfinite(min_score):
+            fail(EXIT_USAGE, f"--min-score must be a finite number, got {min_score}")
         selection = ExportFilter.parse(dedup=dedup, since=since, min_score=min_score)
         if fmt == "warc":
             if output is None:

@@ -22,6 +22,9 @@ def command(db: str, queries: tuple[str, ...], top: int, device: str) -> None:
     """Rank the stored pages of DB by BM25 relevance to --query (no re-parsing)."""
     if top < 0:
         fail(EXIT_USAGE, f"--top must be ≥ 0, got {top}")
+    for query in queries:
+        if not query.strip():
+            fail(EXIT_USAGE, "--query must not be empty")
     try:
         index = CorpusIndex(str(db), device)
     except (StoreError, ConfigError) as exc:

@@ -47,6 +47,8 @@ def run_command(seeds: Path, config_file: Path | None, flags: dict[str, Any]) ->
         seed_urls = read_seeds(seeds, settings.max_url_length)
     except ConfigError as exc:
         fail(EXIT_USAGE, str(exc))
+    if settings.stats_json:
+        _check_writable("--stats-json", settings.stats_json)
     _setup_logging(settings)
     prestart()  # a no-op under the console script, which started it first
     if settings.every is None:
@@ -120,6 +122,15 @@ def _run_crawl(seed_urls: list[str], settings: Settings) -> int:
     if settings.stats_json:
         _write_stats_json(settings.stats_json, report)
     return signal_code or EXIT_OK
+
+
+def _check_writable(flag: str, path: str) -> None:
+    """Refuse (exit 2) before the crawl a file the crawl could not write at its end."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder):
+        fail(EXIT_USAGE, f"{flag} {path}: not a file in an existing folder")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        fail(EXIT_USAGE, f"{flag} {path}: not writable")
 
 
 def _write_stats_json(path: str, report: CrawlReport) -> None:

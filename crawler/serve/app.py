@@ -36,6 +36,9 @@ MAX_OFFSET = 10_000
 """How deep a pager goes (search ranks offset + limit pages)."""
 SEARCH_DEADLINE_S = 5.0
 MAX_URL_CHARS = 8192
+LIVE_SAMPLE_S = 60.0
+"""A run marked running is shown live while its newest progress sample is this recent (a
+crawl samples every 2 s): a run whose process died unrecorded (``kill -9``) is not."""
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
        "form-action 'self'; frame-ancestors 'none'")  # fmt: skip
 
@@ -187,7 +190,8 @@ async def overview_data(request: web.Request) -> dict[str, Any]:
     if running:
         latest = samples if running[0]["id"] == chart_run else await dashboard.samples(
             running[0]["id"])  # fmt: skip
-        live = latest[-1] if latest else None
+        if latest and now - float(latest[-1]["at"]) < LIVE_SAMPLE_S:
+            live = latest[-1]
     return {"db": dashboard.name, "runs": runs, "chart_run": chart_run, "samples": samples,
             "live": live, "counts": await dashboard.counts(now)}  # fmt: skip
 
@@ -252,8 +256,8 @@ async def page_data(request: web.Request) -> dict[str, Any]:
 
 async def overview(request: web.Request) -> web.Response:
     data = await overview_data(request)
-    running = any(run["status"] == "running" for run in data["runs"])
-    return _html(request, "Overview", views.overview(data, time.time()), refresh=running)
+    live = data["live"] is not None  # a run still sampling: the view refreshes itself
+    return _html(request, "Overview", views.overview(data, time.time()), refresh=live)
 
 
 async def hosts(request: web.Request) -> web.Response:
@@ -269,7 +273,7 @@ async def search(request: web.Request) -> web.Response:
 
 async def page(request: web.Request) -> web.Response:
     data = await page_data(request)
-    return _html(request, str(data["title"] or data["url"]), views.page(data))
+    return _html(request, views.shown_title(data["title"] or data["url"]), views.page(data))
 
 
 async def api_index(request: web.Request) -> web.Response:

@@ -25,6 +25,16 @@ def _text(value: object) -> str:
     return "" if value is None else escape(str(value))
 
 
+TITLE_CHARS = 300
+"""A page title shown at most this long (a site's <title> can be megabytes)."""
+
+
+def shown_title(value: object) -> str:
+    """A stored title (or URL) cut to ``TITLE_CHARS`` for display; the JSON keeps it whole."""
+    text = "" if value is None else str(value)
+    return text if len(text) <= TITLE_CHARS else text[:TITLE_CHARS] + "…"
+
+
 def _num(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.3f}".rstrip("0").rstrip(".")
@@ -218,7 +228,7 @@ def search(data: dict[str, Any]) -> str:
         parts.append('<p class="empty">no page holds these words</p>')
     items = []
     for result in results:
-        title = result["title"] or result["url"]
+        title = shown_title(result["title"] or result["url"])
         items.append(
             f'<li value="{result["rank"]}"><h2>{page_link(result["url"], title)}</h2>'
             f'<div class="url">{_link(result["url"])}</div>'
@@ -243,7 +253,7 @@ def _header_table(title: str, headers: Any) -> str:
 
 def page(data: dict[str, Any]) -> str:
     """``/page?url=``: one stored page and where it stands in the frontier."""
-    title = data["title"] or data["url"]
+    title = shown_title(data["title"] or data["url"])
     facts = [
         ("URL", _link(data["url"])), ("final URL", _link(data["final_url"])),
         ("status", _text(data["status"])), ("error", _text(data["error"])),

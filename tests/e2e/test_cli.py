@@ -90,6 +90,9 @@ def test_config_file_and_flags_win(tmp_path: Path, small_site: SiteServer) -> No
         (["SEEDS", "--frobnicate"], "No such option '--frobnicate'. (see crawl --help)"),
         (["export"], "Missing argument 'DB'. (see crawl export --help)"),
         (["DIR"], "is a directory"),
+        (["rank", "x.db", "--query", " "], "--query must not be empty"),
+        (["export", "x.db", "--min-score", "nan"], "--min-score must be a finite number"),
+        (["SEEDS", "--stats-json", "no/dir/s.json"], "--stats-json"),
         (["SEEDS", "--db", "DIR"], "cannot open database: it is a folder"),
         (["SEEDS", "--db", "JUNK"], "cannot open database: file is not a database"),
         (["SEEDS", "--db", "NEWER"], "is newer than this crawler"),
@@ -106,7 +109,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], messag
         connection.execute(MIGRATIONS_TABLE)
         connection.execute("INSERT INTO schema_migrations VALUES (99, 'future', '2030')")
     named = {"SEEDS": good, "BAD": str(bad), "DIR": str(tmp_path), "JUNK": str(junk),
-             "NEWER": str(newer), "no/dir/x.db": str(tmp_path / "no" / "dir" / "x.db")}  # fmt: skip
+             "NEWER": str(newer), "no/dir/x.db": str(tmp_path / "no" / "dir" / "x.db"),
+             "no/dir/s.json": str(tmp_path / "no" / "dir" / "s.json")}  # fmt: skip
     result = CliRunner().invoke(main, [named.get(a, a) for a in args])
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()

@@ -14,7 +14,9 @@ import hashlib
 import json
 import random
 import re
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -257,6 +259,25 @@ def test_a_page_stored_with_its_body_shows_the_exchange_s_headers(tmp_path: Path
             assert "<td>http_version</td>" not in html and "[[" not in html
 
         with_client(db, check)
+
+
+def test_a_run_left_running_by_a_dead_process_is_not_shown_live(
+    crawled: tuple[str, str], tmp_path: Path
+) -> None:
+    """kill -9 leaves the run marked running; without a recent sample it is no live run,
+    and the overview does not reload itself every few seconds for ever."""
+    db = str(tmp_path / "dead.db")
+    shutil.copy(crawled[0], db)
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("UPDATE runs SET status = 'running', ended_at = NULL")
+        connection.execute("UPDATE run_samples SET at = at - 3600")
+
+    async def check(client: TestClient[Any, Any]) -> None:
+        data = await get_json(client, "/api/overview")
+        assert data["runs"][0]["status"] == "running" and data["live"] is None
+        assert "http-equiv" not in await get_html(client, "/")
+
+    with_client(db, check)
 
 
 def test_hosts_sort_by_any_count_and_show_robots(crawled: tuple[str, str]) -> None:

@@ -51,3 +51,13 @@ def test_a_snippet_marks_the_query_words_and_escapes_the_rest() -> None:
     assert "&lt;b&gt;<mark>Zebra</mark>&lt;/b&gt; &amp; <mark>quagga</mark>" in html
     assert html.count("<mark>") == 3 and "<b>" not in html
     assert snippet("short text", {"absent"}) == "short text"
+
+
+def test_a_megabyte_title_is_shown_cut() -> None:
+    from crawler.serve.views import TITLE_CHARS, page_link, shown_title
+
+    title = "<b>" + "t" * 1_000_000
+    shown = shown_title(title)
+    assert len(shown) == TITLE_CHARS + 1 and shown.endswith("…")
+    assert shown_title("short") == "short" and shown_title(None) == ""
+    assert "&lt;b&gt;" in page_link("http://a/", shown) and len(page_link("http://a/", shown)) < 400
