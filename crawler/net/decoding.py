@@ -26,6 +26,10 @@ from crawler.errors import BadEncoding, BodyTooLarge
 MAX_CODINGS = 5
 """Codings one response may stack (curl's limit; browsers know no use for more)."""
 _STEP_BYTES = 64 * 1024  # most output one decoder step may produce
+_ZLIB_INPUT_PIECE = 4096
+"""Input zlib is given at a time: what it leaves over (``unused_data`` after each gzip
+member, ``unconsumed_tail`` at the output bound) is a copy of the rest of its input, so a
+body of 20-byte empty members fed whole would be copied once per member (quadratic)."""
 _ZSTD_INPUT_STEP = (
     32  # zstd output per input byte is unbounded (RLE blocks of 128 KiB): feed slowly
 )
@@ -55,17 +59,21 @@ class _Zlib:
             self._d = zlib.decompressobj(-15)  # raw deflate, as some servers send
         self._started = self._started or bool(data)
         out = bytearray()
-        while data:
-            try:
-                out += self._d.decompress(data, min(_STEP_BYTES, limit + 1 - len(out)))
-            except zlib.error as exc:
-                kind = "gzip" if self._gzip else "deflate"
-                raise BadEncoding(f"corrupt {kind} data: {exc}") from exc
-            _check(out, limit)
-            data = self._d.unconsumed_tail
-            if self._d.eof and self._d.unused_data and self._gzip:
-                data = self._d.unused_data  # another gzip member follows
-                self._d = zlib.decompressobj(31)
+        view = memoryview(data)
+        for start in range(0, len(view), _ZLIB_INPUT_PIECE):
+            piece: bytes | memoryview = view[start : start + _ZLIB_INPUT_PIECE]
+            while piece:
+                if self._d.eof:
+                    if not self._gzip:
+                        return bytes(out)  # bytes after a deflate stream are ignored
+                    self._d = zlib.decompressobj(31)  # another gzip member follows
+                try:
+                    out += self._d.decompress(piece, min(_STEP_BYTES, limit + 1 - len(out)))
+                except zlib.error as exc:
+                    kind = "gzip" if self._gzip else "deflate"
+                    raise BadEncoding(f"corrupt {kind} data: {exc}") from exc
+                _check(out, limit)
+                piece = self._d.unused_data if self._d.eof else self._d.unconsumed_tail
         return bytes(out)
 
     def finish(self) -> bytes:

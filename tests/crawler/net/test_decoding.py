@@ -8,6 +8,8 @@ import zlib
 import brotli
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.net.decoding import BadEncoding, BodyDecoder, BodyTooLarge, accept_encoding, codings
 from tests.traced import traced
@@ -84,3 +86,24 @@ def test_bad_streams(encoding: str, data: bytes, message: str) -> None:
 def test_header_helpers() -> None:
     assert codings("gzip, Identity, BR") == ["gzip", "br"]
     assert accept_encoding() == "gzip, deflate, br, zstd"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.binary(max_size=9000), min_size=1, max_size=30),
+    st.lists(st.integers(1, 20_000), max_size=8),
+)
+def test_gzip_members_decode_across_any_split_of_the_body(
+    parts: list[bytes], cuts: list[int]
+) -> None:
+    """Members (empty ones too) end anywhere in the pieces zlib is given, and anywhere in
+    what the network delivered: the body is every member's content, in order."""
+    body = b"".join(gzip.compress(part, mtime=0) for part in parts)
+    decoder = BodyDecoder("gzip", 1 << 30)
+    out, at = [], 0
+    for cut in sorted(cuts):
+        out.append(decoder.feed(body[at:cut]))
+        at = max(at, cut)
+    out.append(decoder.feed(body[at:]))
+    out.append(decoder.finish())
+    assert b"".join(out) == b"".join(parts)
