@@ -224,6 +224,17 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 LATEST_VERSION = MIGRATIONS[-1].version
 
+DEAD_RUN_COUNTS = """
+    pages_ok = (SELECT count(*) FROM pages AS p WHERE p.run_id = runs.id
+                AND p.error IS NULL AND p.status >= 200 AND p.status < 400),
+    pages_failed = (SELECT count(*) FROM pages AS p WHERE p.run_id = runs.id
+                    AND NOT (p.error IS NULL AND p.status >= 200 AND p.status < 400)),
+    bytes = (SELECT coalesce(sum(p.body_bytes), 0) FROM pages AS p WHERE p.run_id = runs.id)
+"""
+"""The counts of a run whose process died before it could record them (an ``UPDATE runs
+SET`` clause, both stores): from the pages it stored, as the crawl counts them (ok: no
+error and a 2xx or 3xx status). A page fetched again by a later run is that run's."""
+
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,

@@ -47,6 +47,7 @@ from storage.base import (
 from storage.dsn import redact_dsn
 from storage.postgres.driver import CONNECT_TIMEOUT_S, FAILURES, create_pool, reason
 from storage.postgres.schema import migrate
+from storage.schema import DEAD_RUN_COUNTS
 
 if TYPE_CHECKING:
     import asyncpg
@@ -172,8 +173,8 @@ class PostgresStore:
 
         async def body(connection: asyncpg.Connection) -> int:
             await connection.execute(
-                "UPDATE runs SET status = 'interrupted', reason = 'process died', ended_at = $1 "
-                "WHERE status = 'running' AND coalesce(heartbeat_at, 0) < $2",
+                "UPDATE runs SET status = 'interrupted', reason = 'process died', ended_at = $1, "
+                f"{DEAD_RUN_COUNTS} WHERE status = 'running' AND coalesce(heartbeat_at, 0) < $2",
                 started_at,
                 dead_before,
             )

@@ -32,7 +32,13 @@ from storage.base import (
     StoreRefused,
     UrlRecord,
 )
-from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
+from storage.schema import (
+    DEAD_RUN_COUNTS,
+    LATEST_VERSION,
+    MIGRATIONS_TABLE,
+    pending,
+    split_statements,
+)
 from storage.sqlite.sql import (
     ADD_SAMPLE,
     CLAIM,
@@ -245,7 +251,7 @@ class SQLiteStore:
             try:
                 await self.db.execute(
                     "UPDATE runs SET status = 'interrupted', reason = 'process died', "
-                    "ended_at = ? WHERE status = 'running'",
+                    f"ended_at = ?, {DEAD_RUN_COUNTS} WHERE status = 'running'",
                     (started_at,),
                 )
                 cursor = await self.db.execute(

@@ -89,12 +89,18 @@ def test_runs_of_dead_processes_are_closed_as_interrupted(tmp_path: Path) -> Non
         with (
             contextlib.closing(sqlite3.connect(db)) as connection,
             connection,
-        ):  # as if a run had been killed mid-way
-            connection.execute("UPDATE runs SET status = 'running', ended_at = NULL")
+        ):  # as if a run had been killed mid-way, before it could count what it stored
+            connection.execute("UPDATE runs SET status = 'running', ended_at = NULL, "
+                               "pages_ok = 0, pages_failed = 0, bytes = 0")  # fmt: skip
+            stored = connection.execute("SELECT count(*), sum(body_bytes) FROM pages").fetchone()
         crawler.run([site.url + "/"], Settings(db=db, workers=1, progress=False, sitemaps=False))
     with contextlib.closing(sqlite3.connect(db)) as connection, connection:
         rows = connection.execute("SELECT id, status, reason FROM runs ORDER BY id").fetchall()
+        counted = connection.execute(
+            "SELECT pages_ok + pages_failed, bytes FROM runs WHERE id = 1"
+        ).fetchone()
     assert rows == [(1, "interrupted", "process died"), (2, "finished", "done")]
+    assert counted == stored and stored[0] > 0  # counted from the pages it stored
 
 
 @pytest.mark.parametrize(

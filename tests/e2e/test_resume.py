@@ -245,6 +245,9 @@ def test_five_kill_9s_then_a_clean_run_store_every_page_once(tmp_path: Path) -> 
         *[(k, "interrupted", "process died") for k in range(1, KILLS + 1)],
         (KILLS + 1, "finished", "done"),
     ]
+    # each killed run counted by the next from what it stored: together, every page once
+    counted = rows(db, "SELECT pages_ok + pages_failed FROM runs ORDER BY id")
+    assert all(n > 0 for (n,) in counted[:KILLS]) and sum(n for (n,) in counted) == site.n
     # the queue is drained and no URL is left leased to a dead run
     states = url_column(db, site, "state")
     assert set(states) == set(range(site.n)) and set(states.values()) == {"done"}

@@ -516,12 +516,15 @@ def test_starting_runs_leave_live_runs_alone(pg_dsn: str) -> None:
             query(pg_dsn, "UPDATE urls SET lease = $1 WHERE url = $2", dead, url + "d")
             query(pg_dsn, "UPDATE runs SET heartbeat_at = $1 WHERE id = $2", time.time() - 60, dead)
             assert [q.url for q in await first.claim(live, 1, time.time())] == [url]
+            await first.save([page(url + "stored")], [], [], dead)  # then the process died
             newcomer = await second.start_run(1, "{}", LATER)
             await second.open_frontier(newcomer, [url], time.time(), LATER, 30 * 86_400)
             statuses = dict(query(pg_dsn, "SELECT id, status FROM runs"))
             assert statuses == {dead: "interrupted", live: "running", newcomer: "running"}
+            counted = query(pg_dsn, "SELECT pages_ok, pages_failed FROM runs WHERE id = $1", dead)
+            assert counted == [(1, 0)]  # counted from what it stored
             leases = dict(query(pg_dsn, "SELECT url, lease FROM urls"))
-            assert leases == {url: live, url + "d": None}  # a live run's lease is kept
+            assert leases == {url: live, url + "d": None, url + "stored": None}  # live: kept
         finally:
             await first.close()
             await second.close()
