@@ -34,15 +34,39 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     no such file or it is not a crawl database."""
     if not os.path.exists(path):
         raise StoreError(f"{path}: no such database")
-    connection: sqlite3.Connection | None = None
     try:
-        connection = sqlite3.connect(read_only_uri(path), uri=True)
-        connection.execute("SELECT 1 FROM pages LIMIT 1")
+        return _connect(read_only_uri(path))
     except sqlite3.Error as exc:
-        if connection is not None:
-            connection.close()
+        if not _on_read_only_disk(path, exc):
+            raise StoreError(f"{path}: not a crawl database ({exc})") from exc
+    # A WAL database whose folder cannot be written (a read-only mount, a backup): SQLite
+    # cannot make the -shm file a reader needs. With no WAL left over (a crawl that ended
+    # checkpointed and removed it) the file alone is the database: read it as immutable.
+    try:
+        return _connect(read_only_uri(path) + "&immutable=1")
+    except sqlite3.Error as exc:
         raise StoreError(f"{path}: not a crawl database ({exc})") from exc
+
+
+def _connect(uri: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(uri, uri=True)
+    try:
+        connection.execute("SELECT 1 FROM pages LIMIT 1")
+    except BaseException:
+        connection.close()
+        raise
     return connection
+
+
+def _on_read_only_disk(path: str, exc: sqlite3.Error) -> bool:
+    """Whether opening ``path`` failed for its read-only folder, with no WAL to replay."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    folder = os.path.dirname(os.path.abspath(path))
+    wal = f"{path}-wal"
+    left_over = os.path.exists(wal) and os.path.getsize(wal) > 0
+    return code in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY) and not (
+        os.access(folder, os.W_OK) or left_over
+    )
 
 
 class SQLiteReader:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -179,3 +183,33 @@ def test_crawled_page_exported_to_csv(tmp_path: Path) -> None:
     assert row["url"] == site.url + "/"
     (raw,) = export_csv(db, tmp_path / "crawled-raw.csv", "--raw-cells")
     assert raw["title"] == "=SUM(1+1)*cmd|' /C calc'!A0" and raw["text"] == "@import the rest"
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(a folder, the same folder mounted read-only): a bind mount, where this process may
+    make one (root with CAP_SYS_ADMIN); skipped elsewhere."""
+    source, mounted = tmp_path / "src", tmp_path / "ro"
+    source.mkdir()
+    mounted.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("needs root and mount(8) for a read-only bind mount")
+    made = subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+        yield source, mounted
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+
+
+def test_a_database_on_a_read_only_disk_is_read(read_only_mount: tuple[Path, Path]) -> None:
+    """A crawl's database copied to a read-only mount, its WAL checkpointed away: SQLite
+    cannot make the -shm file a WAL reader needs, so the file is read as immutable."""
+    source, mounted = read_only_mount
+    db = write_db(source / "c.db", [credentials_page()])
+    assert not Path(db + "-wal").exists()  # the last connection's close checkpoints it
+    result = CliRunner().invoke(main, ["export", str(mounted / "c.db")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[0])["title"] == "Plain title"
