@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from storage import segments
 from storage.base import StoreError
 from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
-from storage.sqlite.read import read_only_uri
+from storage.sqlite.read import connect_readonly
 
 _READ_CHUNK = 2000
 
@@ -33,9 +33,10 @@ def connect(path: str, read_only: bool = False) -> tuple[sqlite3.Connection, boo
             connection = sqlite3.connect(path, isolation_level=None, timeout=30)
             connection.execute("PRAGMA busy_timeout=30000")
             _migrate(connection)
+            connection.execute("SELECT 1 FROM pages LIMIT 1")
         else:
-            connection = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
-        connection.execute("SELECT 1 FROM pages LIMIT 1")
+            connection = connect_readonly(path)  # a read-only disk too
+            connection.isolation_level = None
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: not a crawl database ({exc})") from exc
     return connection, writable
