@@ -251,7 +251,7 @@ def _parse_text(chunks: Iterator[bytes], collector: _Collector, truncated: _Flag
     carry, skipping = b"", False
     try:
         for chunk in chunks:
-            lines = (carry + chunk).split(b"\n")
+            lines = (carry + chunk).replace(b"\r", b"\n").split(b"\n")  # CR-only ends too
             carry = lines.pop()
             if skipping and lines:  # the end of an over-long line
                 lines[0], skipping = b"", False

@@ -35,7 +35,9 @@ MAX_SITEMAPS = 1000
 def robots_rules(status: int, body: bytes | None) -> RobotsRules | None:
     """RFC 9309: 2xx → the rules; other 4xx but 429 → allow all (``None``); else disallow all."""
     if 200 <= status < 300:
-        return RobotsRules.parse((body or b"")[:MAX_ROBOTS_BYTES])
+        # One byte past the limit: the parser must see whether the last line was cut there
+        # (a cut "Allow: /private/only" would read "Allow: /").
+        return RobotsRules.parse((body or b"")[: MAX_ROBOTS_BYTES + 1])
     if 400 <= status < 500 and status != 429:
         return None
     return RobotsRules.disallow_all()
@@ -86,7 +88,7 @@ class Discovery:
             log.warning("robots.txt of %s unavailable (%s): not crawling it", job.origin, why)
             self._known(job, RobotsRules.disallow_all(), "robots-unavailable")
             return
-        body = result.body[:MAX_ROBOTS_BYTES] if result.body is not None else None
+        body = result.body[: MAX_ROBOTS_BYTES + 1] if result.body is not None else None
         await self._store.put_robots(RobotsRecord(job.origin, result.status, body, utc_now()))
         self._known(job, robots_rules(result.status, body), "robots")
 

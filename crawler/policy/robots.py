@@ -68,7 +68,12 @@ _MAX_LINE_BYTES = 2083 * 8 - 1
 _UTF8_BOM = b"\xef\xbb\xbf"
 _MAX_CACHED_AGENTS = 256
 
-_PATTERN_OCTETS = re.compile(rb"%[0-9A-Fa-f]{2}|[\x80-\xff]")
+_PATTERN_OCTETS = re.compile(rb"%[0-9A-Fa-f]{2}|[\x00-\x20\"<>`{}\x7f-\xff]")
+"""What a pattern's path has escaped, or must have to match the URLs it is compared with:
+those are WHATWG-normalised, whose path escapes controls, space, ``"<>`{}`` and non-ASCII."""
+_QUERY_OCTETS = re.compile(rb"%[0-9A-Fa-f]{2}|[\x00-\x20\"#<>'\x7f-\xff]")
+"""The same for the query of a pattern (past its first ``?``): WHATWG's query set, of a
+special scheme (``'`` escaped, `` ` `` and braces not)."""
 _URL_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 # `*` and `$` are operators in a pattern, so a site writes a literal one as %2A / %24
 # (RFC 9309 §2.2.3); in a URL either spelling is that literal character.
@@ -380,9 +385,9 @@ def _encode_octet(match: re.Match[bytes]) -> bytes:
 
 def _normalize_pattern(value: bytes) -> str:
     """A rule's path as the reference escapes it: "/SanJosé%2f" -> "/SanJos%C3%A9%2F"."""
-    if value.isascii() and b"%" not in value:
-        return value.decode("ascii")
-    return _PATTERN_OCTETS.sub(_encode_octet, value).decode("ascii")
+    path, mark, query = value.partition(b"?")
+    path = _PATTERN_OCTETS.sub(_encode_octet, path)
+    return (path + mark + _QUERY_OCTETS.sub(_encode_octet, query)).decode("ascii")
 
 
 def _literal(segment: str) -> str:

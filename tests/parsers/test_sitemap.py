@@ -297,3 +297,9 @@ def test_declared_encodings(encoding: str) -> None:
         "<urlset><url><loc>https://example.com/café</loc></url></urlset>"
     ).encode(encoding)
     assert parse_sitemap(body).urls == ("https://example.com/café",)
+
+
+def test_a_text_sitemap_with_cr_line_ends_is_read() -> None:
+    """Old Mac line ends (CR alone), as CRLF and LF are: one URL a line."""
+    found = parse_sitemap(b"http://a.test/1\rhttp://a.test/2\r\nhttp://a.test/3\n", 10**6, 100)
+    assert found.urls == ("http://a.test/1", "http://a.test/2", "http://a.test/3")

@@ -1077,3 +1077,34 @@ def test_many_segments_count_against_the_budget() -> None:
     assert costly is not None
     assert costly.check("/b") == (False, 0)  # no "ab", no candidate: "Disallow: /" decides
     assert costly.check(path)[1] > _MAX_MATCH_STEPS
+
+
+def test_a_file_cut_at_the_limit_inside_a_rule_drops_that_rule() -> None:
+    """Past 500 KiB the rest is ignored (RFC 9309 2.5), and so is the line the limit cuts:
+    a cut "Allow: /private/only" must not read as "Allow: /", which would win its tie with
+    "Disallow: /". What the crawl hands the parser is one byte past the limit."""
+    from crawler.engine.discovery import robots_rules
+
+    head = b"User-agent: *\nDisallow: /\n"
+    padding = b"#" * (MAX_ROBOTS_BYTES - len(head) - len(b"Allow: /") - 1) + b"\n"
+    body = head + padding + b"Allow: /private/only\n"
+    assert body[:MAX_ROBOTS_BYTES].endswith(b"\nAllow: /")  # the limit cuts the rule there
+    rules = robots_rules(200, body)
+    assert rules is not None
+    assert not rules.is_allowed("crawler", "http://h/p1")
+    assert not rules.is_allowed("crawler", "http://h/private/only")
+
+
+@pytest.mark.parametrize(
+    ("rule", "url"),
+    [("/a<d", "http://h/a%3Cd"), ("/sp ace", "http://h/sp%20ace"), ('/q"x', "http://h/q%22x"),
+     ("/b`{}", "http://h/b%60%7B%7D"), ("/q?x={y}", "http://h/q?x={y}"),
+     ("/q?it's", "http://h/q?it%27s")],
+)  # fmt: skip
+def test_a_pattern_matches_the_url_as_it_is_normalised(rule: str, url: str) -> None:
+    """The crawl's URLs are WHATWG-normalised (a path escapes space, quotes, <>`{}; a query
+    space, quotes, <>): a rule written with the raw character matches them (RFC 9309 2.2.2:
+    both sides percent-encoded before they are compared)."""
+    rules = RobotsRules.parse(f"User-agent: *\nDisallow: {rule}\n".encode())
+    assert not rules.is_allowed("crawler", url)
+    assert rules.is_allowed("crawler", "http://h/other")
