@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from crawler.errors import (
     ConfigError,
     CrawlerError,
+    DatabaseLocked,
     FetchError,
     ParseError,
     StorageError,
@@ -43,6 +44,7 @@ __all__ = [
     "CrawledPage",
     "Crawler",
     "CrawlerError",
+    "DatabaseLocked",
     "FetchError",
     "ParseError",
     "Progress",

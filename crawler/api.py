@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from crawler.errors import ConfigError, CrawlerError
-from crawler.hooks import Extract, Hooks, OnPage, UrlFilter
+from crawler.hooks import Extract, Hooks, OnPage, UrlFilter, check_progress
 from crawler.report import CrawledPage, CrawlReport, ProgressCallback
 from crawler.settings import Settings
 
@@ -171,13 +171,31 @@ def run(
     db: str | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> CrawlReport:
-    """``crawl`` for synchronous code: runs its own event loop (uvloop when installed)."""
+    """``crawl`` for synchronous code: runs its own event loop (uvloop when installed).
+    From code already in an event loop (an ``async def``, a notebook), ``await crawl(...)``:
+    this raises ``CrawlerError`` there, before it starts anything."""
+    _not_in_a_loop("crawler.run()", "await crawler.crawl(...)")
     return run_coroutine(crawl(seeds, settings, db=db, on_progress=on_progress))
+
+
+def _not_in_a_loop(call: str, instead: str) -> None:
+    """``CrawlerError`` if this thread runs an event loop (which a second one cannot join)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise CrawlerError(f"{call} cannot run inside a running event loop; use {instead}")
 
 
 def rank(db: str, query: str, top: int = 10, device: str = "auto") -> list[Any]:
     """Rank the pages stored in ``db`` by BM25 relevance to ``query``: the ``top`` best
-    (``crawler.relevance.ranking.RankedPage``: url, title, score), best first. No re-parsing."""
+    (``crawler.relevance.ranking.RankedPage``: url, title, score), best first. No re-parsing.
+    ``ConfigError`` for a bad argument, ``StorageError`` for a database it cannot read."""
+    if not isinstance(top, int) or isinstance(top, bool) or top < 0:
+        raise ConfigError(f"top must be a whole number ≥ 0, got {top!r}")
+    if not isinstance(query, str) or not query.strip():
+        raise ConfigError("query must not be empty")
+    Settings(device=device)  # ConfigError for a device that is not one
     from crawler.relevance.ranking import rank as rank_pages  # numba: only when ranking
 
     return rank_pages(db, query, top, device)
@@ -204,6 +222,10 @@ def _engine(
     # The engine, its HTTP client, parsers and store: loaded by the first crawl, so that
     # ``import crawler`` stays light.
     from crawler.engine.engine import Engine
+
+    check_progress(on_progress)
+    if isinstance(seeds, str | bytes):  # iterating it would give its characters as seeds
+        raise ConfigError(f"seeds: a list of URLs, not one {type(seeds).__name__}: {seeds!r:.80}")
 
     normalized = Engine.normalize_seeds(seeds, settings.max_url_length)
     return Engine(settings, normalized, on_progress=on_progress, hooks=hooks)

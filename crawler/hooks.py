@@ -39,13 +39,15 @@ class Hooks:
     extract: Extract | None = None
 
     def __post_init__(self) -> None:
-        if self.on_page is not None and not asyncio.iscoroutinefunction(self.on_page):
+        if self.on_page is not None and not is_async(self.on_page):
             raise ConfigError("on_page must be an async function (async def on_page(page): ...)")
-        if self.url_filter is not None and not callable(self.url_filter):
-            raise ConfigError("url_filter must be callable: url -> bool")
+        if self.url_filter is not None and (
+            not callable(self.url_filter) or is_async(self.url_filter)
+        ):
+            raise ConfigError("url_filter must be a plain function: url -> bool (not async)")
         if self.extract is not None:
-            if not callable(self.extract):
-                raise ConfigError("extract must be callable: (tree, url) -> JSON value")
+            if not callable(self.extract) or is_async(self.extract):
+                raise ConfigError("extract must be a plain function: (tree, url) -> JSON value")
             try:
                 pickle.dumps(self.extract)
             except Exception as exc:
@@ -53,3 +55,18 @@ class Hooks:
                     f"extract {self.extract!r} cannot be sent to the parse workers ({exc}): "
                     "use a function defined at module level"
                 ) from exc
+
+
+def is_async(function: object) -> bool:
+    """Whether calling ``function`` gives a coroutine: an ``async def``, or an object whose
+    ``__call__`` is one (a coroutine a plain hook returned would never be awaited)."""
+    call = getattr(type(function), "__call__", None)  # noqa: B004  # the method itself
+    return asyncio.iscoroutinefunction(function) or (
+        not isinstance(function, type) and asyncio.iscoroutinefunction(call)
+    )
+
+
+def check_progress(callback: object) -> None:
+    """``ConfigError`` unless ``callback`` (``on_progress``) is a plain function or ``None``."""
+    if callback is not None and (not callable(callback) or is_async(callback)):
+        raise ConfigError("on_progress must be a plain function: (Progress) -> None (not async)")

@@ -25,6 +25,8 @@ def _shown(text: str) -> str:
 def parse_seed(text: str, where: str, longest: int | None = None) -> str:
     """Normalise one seed URL; ``where`` names it in the error (``seeds.txt:3``);
     ``longest``: the most characters it may have, normalised (``--max-url-length``)."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{where}: a seed is a URL string, not {type(text).__name__}")
     if not text.lower().startswith(("http://", "https://")):
         raise ConfigError(f"{where}: not an absolute http(s) URL: {_shown(text)}")
     try:

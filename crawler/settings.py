@@ -330,8 +330,9 @@ class Settings:
         if self.scope not in SCOPES:
             raise ConfigError(f"--scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
         check_network(self)
-        object.__setattr__(self, "include", tuple(self.include))
-        object.__setattr__(self, "exclude", tuple(self.exclude))
+        for name in ("include", "exclude"):  # one pattern given alone is one, not its letters
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
         compiled = (
             compile_patterns("include", self.include),
             compile_patterns("exclude", self.exclude),

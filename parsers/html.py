@@ -269,7 +269,8 @@ def _run_extract(tree: LexborHTMLParser, url: str) -> tuple[str | None, str | No
     """(JSON of the hook's result, None) or (None, why it failed)."""
     assert _extract is not None
     try:
-        return json.dumps(_extract(tree, url), ensure_ascii=False), None
+        # allow_nan=False: NaN and Infinity are no JSON (SQLite's json functions refuse them)
+        return json.dumps(_extract(tree, url), ensure_ascii=False, allow_nan=False), None
     except Exception as exc:  # the user's code: any failure is the page's, not the crawl's
         return None, f"{type(exc).__name__}: {exc}"
 

@@ -202,7 +202,7 @@ class Engine:
     def normalize_seeds(seeds: Iterable[str], longest: int | None = None) -> list[str]:
         """``seeds`` normalised, each once, in order; ``ConfigError`` names a bad one, or
         says there is none."""
-        normalized = list(dict.fromkeys(parse_seed(s, f"seed {s[:80]!r}", longest) for s in seeds))
+        normalized = list(dict.fromkeys(parse_seed(s, f"seed {s!r:.80}", longest) for s in seeds))
         if not normalized:
             raise ConfigError("no seed URLs given")
         return normalized

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from crawler.errors import StorageError
 from crawler.relevance.scan import ScanIndex
 from crawler.relevance.scoring import Ranker, TokenBatch, select_device
 from crawler.relevance.search import SearchIndex, kernels_cached
@@ -169,6 +170,10 @@ class CorpusIndex:
 
 
 def rank(db: str, query: str, top: int = 10, device: str = "auto") -> list[RankedPage]:
-    """Rank the stored pages of ``db`` against ``query``; the ``top`` best, best first."""
-    with CorpusIndex(db, device) as index:
-        return index.rank(query, top)
+    """Rank the stored pages of ``db`` against ``query``; the ``top`` best, best first.
+    ``StorageError`` for a database that cannot be read (the library's own error)."""
+    try:
+        with CorpusIndex(db, device) as index:
+            return index.rank(query, top)
+    except StoreError as exc:
+        raise StorageError(str(exc)) from exc

@@ -41,6 +41,7 @@ EXPECTED_ALL = [
     "CrawledPage",
     "Crawler",
     "CrawlerError",
+    "DatabaseLocked",
     "FetchError",
     "ParseError",
     "Progress",
@@ -427,6 +428,63 @@ def test_a_sync_on_page_is_refused() -> None:
         Crawler(on_page=lambda page: None)  # type: ignore[arg-type,return-value]
     with pytest.raises(ConfigError, match="buffer"):
         Crawler(buffer=0)
+
+
+def test_hooks_that_would_never_be_awaited_are_refused() -> None:
+    """An async url_filter returns a coroutine (true: every URL passes), an async extract
+    one that is no JSON, an async on_progress one nobody awaits: refused at once. An object
+    whose ``__call__`` is async is an on_page like any."""
+
+    async def passes(url: str) -> bool:
+        return True
+
+    class OnPage:
+        async def __call__(self, page: CrawledPage) -> None:
+            pass
+
+    with pytest.raises(ConfigError, match="url_filter must be a plain function"):
+        Crawler(url_filter=passes)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="extract must be a plain function"):
+        Crawler(extract=passes)
+    Crawler(on_page=OnPage())
+    with pytest.raises(ConfigError, match="on_progress must be a plain function"):
+        crawler.run(["http://127.0.0.1:9/"], on_progress=passes)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="on_progress must be a plain function"):
+        crawler.run(["http://127.0.0.1:9/"], on_progress=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [("http://a.test/", "a list of URLs, not one str"), ([None], "not NoneType"),
+     ([b"http://a.test/"], "not bytes"), (["ftp://a.test/"], "not an absolute http")],
+)  # fmt: skip
+def test_seeds_of_the_wrong_shape_are_a_config_error(seeds: Any, message: str) -> None:
+    """A string alone would be iterated into one seed a character."""
+    with pytest.raises(ConfigError, match=message):
+        crawler.run(seeds, Settings(db=":memory:"))
+
+
+def test_the_sync_call_inside_an_event_loop_says_what_to_use() -> None:
+    async def inside() -> None:
+        with pytest.raises(CrawlerError, match=r"await crawler\.crawl"):
+            crawler.run(["http://127.0.0.1:9/"])
+
+    asyncio.run(inside())
+
+
+def test_one_pattern_given_alone_is_one_pattern() -> None:
+    assert Settings(exclude="logout").exclude == ("logout",)
+    assert Settings(include=["/a", "/b"]).include == ("/a", "/b")
+
+
+def test_rank_refuses_bad_arguments_and_names_a_missing_database(tmp_path: Path) -> None:
+    db = str(tmp_path / "none.db")
+    for kwargs, message in (({"top": -1}, "top must be"), ({"device": "tpu"}, "--device"),
+                            ({"query": " "}, "query must not be empty")):  # fmt: skip
+        with pytest.raises(ConfigError, match=message):
+            crawler.rank(**{"db": db, "query": "x", **kwargs})  # type: ignore[arg-type]
+    with pytest.raises(crawler.StorageError, match="no such database"):
+        crawler.rank(db, "x")
 
 
 # -- 6. url_filter -------------------------------------------------------------------------
