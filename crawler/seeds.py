@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from crawler.errors import ConfigError
 from crawler.policy.scope import normalize_url
+from parsers.links import strip_userinfo, url_origin
 
 SHOWN_CHARS = 200
 """How much of a bad line an error shows."""
@@ -72,3 +73,19 @@ def parse_seeds(
         line = line.split(" #", 1)[0].strip()
         seeds[parse_seed(line, f"{source}:{number}", longest)] = None
     return list(seeds)
+
+
+def split_credentials(seeds: Iterable[str]) -> tuple[list[str], dict[str, str]]:
+    """(the seeds without userinfo, ``user:password`` by origin), from normalised seeds:
+    ``http://u:p@h/`` gives ``http://h/`` and ``{"http://h": "u:p"}``."""
+    plain: dict[str, None] = {}
+    credentials: dict[str, str] = {}
+    for seed in seeds:
+        bare = strip_userinfo(seed)
+        if bare != seed:
+            start = seed.find("//") + 2  # the userinfo and its "@" are what was taken out
+            credentials.setdefault(
+                url_origin(bare), seed[start : start + len(seed) - len(bare) - 1]
+            )
+        plain[bare] = None
+    return list(plain), credentials

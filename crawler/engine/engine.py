@@ -61,9 +61,8 @@ from crawler.pool.parse_pool import ParsePool
 from crawler.relevance.focus import Focus
 from crawler.relevance.warm import after_crawl
 from crawler.report import CrawledPage, CrawlReport, Progress, ProgressCallback, RunCounters
-from crawler.seeds import parse_seed
+from crawler.seeds import parse_seed, split_credentials
 from crawler.settings import Settings
-from parsers.links import strip_userinfo, url_origin
 from storage.base import RunSummary, Store, StoreError, StoreRefused
 from storage.factory import is_postgres, make_store, redact_dsn
 
@@ -407,9 +406,9 @@ class Engine:
             else:
                 record = await self._pages.fetch(job)
             if record is not None:
+                await self._writer.put(record)  # first: a page on_page saw is one stored
                 if self.hooks.on_page is not None:  # awaited: a slow consumer slows the crawl
                     await self.hooks.on_page(CrawledPage.from_record(record))
-                await self._writer.put(record)
         finally:
             self._hold.finished(job)
             self._pipeline.release(record)
@@ -465,28 +464,20 @@ def _usable_cpus() -> int:
 
 
 def _single(group: BaseExceptionGroup) -> BaseException:
-    """The one exception inside (nested) exception groups, or the group when there are more:
-    a failing hook or store reaches the caller as itself, not wrapped by the TaskGroup."""
-    error: BaseException = group
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
-
-
-def split_credentials(seeds: Iterable[str]) -> tuple[list[str], dict[str, str]]:
-    """(the seeds without userinfo, ``user:password`` by origin), from normalised seeds:
-    ``http://u:p@h/`` gives ``http://h/`` and ``{"http://h": "u:p"}``."""
-    plain: dict[str, None] = {}
-    credentials: dict[str, str] = {}
-    for seed in seeds:
-        bare = strip_userinfo(seed)
-        if bare != seed:
-            start = seed.find("//") + 2  # the userinfo and its "@" are what was taken out
-            credentials.setdefault(
-                url_origin(bare), seed[start : start + len(seed) - len(bare) - 1]
-            )
-        plain[bare] = None
-    return list(plain), credentials
+    """The one exception inside (nested) exception groups, or the group when they differ:
+    a failing hook or store reaches the caller as itself, not wrapped by the TaskGroup, also
+    when several jobs met the same bug before the group stopped them."""
+    leaves = []
+    pending: list[BaseException] = [group]
+    while pending:
+        error = pending.pop()
+        if isinstance(error, BaseExceptionGroup):
+            pending.extend(reversed(error.exceptions))
+        else:
+            leaves.append(error)
+    first = leaves[0]
+    same = all(type(e) is type(first) and str(e) == str(first) for e in leaves)
+    return first if same else group
 
 
 def _settings_json(settings: Settings) -> dict[str, object]:

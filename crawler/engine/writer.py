@@ -13,16 +13,23 @@ once it carries ``FOUND_BATCH`` new URLs or weighs half of ``QUEUE_BYTES``, and 
 waits (``room``) while the records not yet written (queued, or in the batch being built or
 written) weigh ``QUEUE_BYTES`` or ``FOUND_MAX`` URLs found are not yet stored: the page jobs
 then hold their slots, and the crawl fetches no more than the store takes.
+
+A page counts (``RunCounters``) once its batch is committed, so the run's row never counts a
+page the database lacks. A run that ends by being cancelled (a failure elsewhere in its
+``TaskGroup``, or the caller's cancel) still writes what it had accepted before it stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 
 from crawler.report import RunCounters
-from storage.base import PageRecord, SkipRecord, Store, UrlRecord
+from storage.base import PageRecord, SkipRecord, Store, StoreError, UrlRecord
+
+log = logging.getLogger(__name__)
 
 BATCH = 256
 IDLE_S = 0.1
@@ -106,6 +113,22 @@ class Writer:
 
     async def run(self) -> None:
         batch: list[PageRecord] = []
+        try:
+            await self._run(batch)
+        except asyncio.CancelledError:
+            # Accepted (a page job's ``put`` returned, an ``on_page`` may have seen it): it
+            # is written, then the cancel goes on.
+            while not self._records.empty():
+                record = self._records.get_nowait()
+                if isinstance(record, PageRecord):
+                    batch.append(record)
+            try:
+                await self.save(batch)
+            except StoreError as exc:
+                log.warning("the pages accepted before the stop are not stored: %s", exc)
+            raise
+
+    async def _run(self, batch: list[PageRecord]) -> None:
         batch_bytes = 0
         records = self._records
         loop = asyncio.get_running_loop()
@@ -132,9 +155,6 @@ class Writer:
                 assert isinstance(record, PageRecord)
                 batch.append(record)
                 batch_bytes += weight(record)
-                self._counters.count_page(
-                    record.status, record.error, record.body_bytes, record.unchanged
-                )
                 if (
                     len(batch) >= BATCH
                     or batch_bytes >= QUEUE_BYTES // 2
@@ -147,6 +167,12 @@ class Writer:
                     break
                 record = records.get_nowait()
 
+    def _count(self, pages: list[PageRecord]) -> None:
+        """Count ``pages``, committed."""
+        count = self._counters.count_page
+        for page in pages:
+            count(page.status, page.error, page.body_bytes, page.unchanged)
+
     async def save(self, batch: list[PageRecord] | None = None) -> None:
         """Write ``batch`` (emptied) with the URLs found and refused so far; a write with no
         pages makes those URLs visible to a claim."""
@@ -156,8 +182,18 @@ class Writer:
             if batch:
                 batch.clear()
             self._writing = len(found)
+            write = asyncio.ensure_future(self._store.save(pages, found, skips, self.run_id))
             try:
-                await self._store.save(pages, found, skips, self.run_id)
+                try:
+                    await asyncio.shield(write)
+                except asyncio.CancelledError:
+                    # The transaction goes on in the store's thread whatever happens here:
+                    # wait for it, so that what it committed is counted, then stop.
+                    await asyncio.wait([write])
+                    if write.exception() is None:
+                        self._count(pages)
+                    raise
+                self._count(pages)
             finally:
                 self._writing = 0
                 self._pending_bytes -= sum(weight(page) for page in pages)

@@ -416,6 +416,37 @@ def test_a_failing_hook_fails_the_run_and_leaves_the_database_consistent(
             db = crawl.settings.db
             assert rows(db, "SELECT status, ended_at IS NOT NULL FROM runs") == [("failed", 1)]
             assert rows(db, "SELECT count(*) FROM urls WHERE lease IS NOT NULL") == [(0,)]
+            # the pages accepted before the failure are stored, and counted as stored
+            (stored,) = rows(db, "SELECT count(*) FROM pages")[0]
+            assert rows(db, "SELECT pages_ok + pages_failed FROM runs") == [(stored,)]
+            assert stored >= (3 if name == "on_page" else 1)
+
+
+def test_a_cancelled_run_stores_and_counts_what_it_accepted(tmp_path: Path) -> None:
+    """The caller's cancel (``wait_for``'s timeout) ends the run as interrupted: the pages
+    already handed to the writer are written first, and the run's row counts exactly the
+    pages stored."""
+    site = PageSite(2000, links=4)
+    db = str(tmp_path / "c.db")
+    seen = 0
+
+    async def on_page(page: CrawledPage) -> None:
+        nonlocal seen
+        seen += 1
+        await asyncio.sleep(0.002)
+
+    async def scenario(url: str) -> None:
+        crawl = Crawler(fast(db), on_page=on_page)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(crawl.run([url]), timeout=0.8)
+
+    with SiteServer(latency_s=0.02) as server:  # ~400 pages/s: the cancel comes mid-way
+        site.serve(server)
+        asyncio.run(scenario(server.url + "/"))
+    (stored,) = rows(db, "SELECT count(*) FROM pages")[0]
+    assert rows(db, "SELECT status FROM runs") == [("interrupted",)]
+    assert rows(db, "SELECT pages_ok + pages_failed FROM runs") == [(stored,)]
+    assert 0 < stored < site.n and stored >= seen  # every page on_page saw is stored
 
 
 def test_a_sync_on_page_is_refused() -> None:

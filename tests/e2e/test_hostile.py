@@ -651,7 +651,7 @@ def test_workers_that_keep_dying_leave_the_parsing_to_the_crawl_process(
 
 
 def test_seed_credentials_are_split_off_their_url() -> None:
-    from crawler.engine.engine import split_credentials
+    from crawler.seeds import split_credentials
 
     seeds, credentials = split_credentials(
         ["http://u%40x:p%3Aw@h:81/a@b?c=@", "http://h:81/other", "https://plain/"]
