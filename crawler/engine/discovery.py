@@ -28,6 +28,9 @@ from storage.base import RobotsRecord, Store
 log = logging.getLogger(__name__)
 
 ROBOTS_TTL_S = 24 * 3600
+ROBOTS_REDIRECT_TRIES = 3
+"""Times a robots.txt whose redirect cannot be followed now (the target's host paced, the
+target refused, no Location) is asked for again before it counts as missing (a 404)."""
 MAX_SITEMAPS = 1000
 """Sitemap documents read per crawl at most (indexes can nest and fan out)."""
 
@@ -83,6 +86,9 @@ class Discovery:
         if fetched.retried:
             return
         result = fetched.result
+        if result is not None and 300 <= result.status < 400:
+            self._unfollowed(job, result.status)
+            return
         if result is None or result.status >= 500 or result.status == 429:
             why = fetched.error or f"status {result.status if result else '?'}"
             log.warning("robots.txt of %s unavailable (%s): not crawling it", job.origin, why)
@@ -91,6 +97,19 @@ class Discovery:
         body = result.body[: MAX_ROBOTS_BYTES + 1] if result.body is not None else None
         await self._store.put_robots(RobotsRecord(job.origin, result.status, body, utc_now()))
         self._known(job, robots_rules(result.status, body), "robots")
+
+    def _unfollowed(self, job: FetchJob, status: int) -> None:
+        """A redirect the fetch did not follow: not rules, and not to be cached (a 3xx read
+        as rules would disallow the origin for a day). Asked again a few times (a paced
+        target's turn comes), then the origin is crawled as if it had none (Google reads a
+        redirect it cannot follow as a 404; RFC 9309 2.3.1.2 calls it unavailable)."""
+        now = time.monotonic()
+        if job.attempt + 1 < ROBOTS_REDIRECT_TRIES:
+            self._frontier.robots_retry(job, now + 2.0**job.attempt, now)
+            self._wake()
+            return
+        log.warning("robots.txt of %s: a %d not followed: crawling as if none", job.origin, status)
+        self._known(job, None, "robots")
 
     def _known(self, job: FetchJob, rules: RobotsRules | None, reason: str) -> None:
         settings = self._settings

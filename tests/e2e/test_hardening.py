@@ -238,6 +238,21 @@ def test_robots_404_allows_everything(db_path: str) -> None:
     assert rows(db_path, "SELECT origin, status FROM robots") == [(site.url, 404)]
 
 
+def test_a_robots_redirect_that_cannot_be_followed_is_asked_again_then_none(
+    db_path: str,
+) -> None:
+    """A 302 with no Location (as one whose target is refused, or paced for now) is no rules:
+    asked again, then the origin is crawled as if it had none (as a 404; Google reads it
+    so), and nothing is cached that would disallow the origin for a day."""
+    with SiteServer() as site:
+        site.routes = {"/robots.txt": html_handler("moved", status=302)}
+        site.fallback = html_handler(anchors("/a"))
+        report = crawl([site.url + "/"], db_path)
+    assert site.paths().count("/robots.txt") == 3 and "/a" in site.paths()
+    assert skipped(db_path) == {} and report.pages_ok == 2
+    assert rows(db_path, "SELECT count(*) FROM robots") == [(0,)]
+
+
 def test_robots_503_means_nothing_is_fetched(db_path: str) -> None:
     with SiteServer() as site:
         # Retry-After: 0 keeps the test quick (the jittered backoff could take 6 s)
