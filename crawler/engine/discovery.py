@@ -21,7 +21,7 @@ from crawler.frontier.hosts import SITEMAP, FetchJob, Frontier
 from crawler.policy.robots import MAX_ROBOTS_BYTES, RobotsRules
 from crawler.pool.parse_pool import ParsePool
 from crawler.settings import Settings
-from parsers.links import resolve_url
+from parsers.links import resolve_url, url_origin
 from parsers.sitemap import parse_sitemap
 from storage.base import RobotsRecord, Store
 
@@ -32,7 +32,8 @@ ROBOTS_REDIRECT_TRIES = 3
 """Times a robots.txt whose redirect cannot be followed now (the target's host paced, the
 target refused, no Location) is asked for again before it counts as missing (a 404)."""
 MAX_SITEMAPS = 1000
-"""Sitemap documents read per crawl at most (indexes can nest and fan out)."""
+"""Sitemap documents read per origin and crawl at most (indexes can nest and fan out): one
+site's index of thousands cannot take another's turn."""
 
 
 def robots_rules(status: int, body: bytes | None) -> RobotsRules | None:
@@ -67,7 +68,8 @@ class Discovery:
         self._requests = requests
         self._pool = pool
         self._wake = wake
-        self._sitemaps_read = 0
+        self._sitemaps_read: dict[str, int] = {}
+        """Sitemap documents queued, by their origin."""
 
     async def fetch(self, job: FetchJob) -> None:
         """The robots job of ``job.origin``: from the store's cache, or from the server."""
@@ -128,10 +130,17 @@ class Discovery:
         resolved = resolve_url(base, url)
         if resolved is None:
             return
-        if self._sitemaps_read >= MAX_SITEMAPS or self._admission.admit(resolved) is not None:
+        origin = url_origin(resolved)
+        read = self._sitemaps_read.get(origin, 0)
+        if read >= MAX_SITEMAPS:
+            if read == MAX_SITEMAPS:  # said once
+                log.warning("%s: more than %d sitemaps; the rest are not read", origin, read)
+                self._sitemaps_read[origin] = read + 1
+            return
+        if self._admission.admit(resolved) is not None:
             return
         if self._frontier.add(resolved, 1, time.monotonic(), kind=SITEMAP):
-            self._sitemaps_read += 1
+            self._sitemaps_read[origin] = read + 1
 
     async def fetch_sitemap(self, job: FetchJob) -> None:
         """A sitemap job: its page URLs join the frontier at depth 1; child sitemaps follow."""

@@ -253,6 +253,27 @@ def test_a_robots_redirect_that_cannot_be_followed_is_asked_again_then_none(
     assert rows(db_path, "SELECT count(*) FROM robots") == [(0,)]
 
 
+def test_one_site_s_sitemaps_do_not_use_up_another_s(
+    db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap on sitemap documents is per origin: a site listing more than it reads them
+    up to it; another site's sitemap is still read."""
+    from crawler.engine import discovery
+
+    monkeypatch.setattr(discovery, "MAX_SITEMAPS", 2)
+    urlset = '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>{}</loc></url></urlset>'
+    with SiteServer() as a, SiteServer() as b:
+        a.routes = {"/robots.txt": text_handler("".join(f"Sitemap: /s{i}.xml\n" for i in range(5)))}
+        a.routes |= {f"/s{i}.xml": text_handler(urlset.format(f"{a.url}/p{i}"), "application/xml")
+                     for i in range(5)}  # fmt: skip
+        b.routes = {"/robots.txt": text_handler("Sitemap: /b.xml\n"),
+                    "/b.xml": text_handler(urlset.format(f"{b.url}/listed"), "application/xml")}  # fmt: skip
+        a.fallback = b.fallback = html_handler("<p>leaf</p>")
+        crawl([a.url + "/", b.url + "/"], db_path, sitemaps=True)
+        assert sum(p.startswith("/s") for p in a.paths()) == 2
+        assert "/b.xml" in b.paths() and "/listed" in b.paths()
+
+
 def test_robots_503_means_nothing_is_fetched(db_path: str) -> None:
     with SiteServer() as site:
         # Retry-After: 0 keeps the test quick (the jittered backoff could take 6 s)
