@@ -220,5 +220,13 @@ class ParseTimeout(ParseError):
     reason = "parse-timeout"
 
 
+class ParseCrash(ParseError):
+    """Two workers died parsing this page alone (a parser fault on its markup, or an
+    ``extract`` hook that ends its process): the page is not parsed, and is never parsed in
+    the crawl process, which it would take down too."""
+
+    reason = "parse-crash"
+
+
 class StorageError(CrawlerError):
     """The database could not be opened, migrated or written."""

@@ -232,11 +232,16 @@ class Admission:
         never to an address the SSRF guard refuses (a seed's other ports too), nor a trap."""
         return self.ssrf_check(target) or trap_reason(target, self._trap_limits)
 
-    def pace_hop(self, target: str, limit_s: float, depth: int) -> float | None:
+    def pace_hop(self, target: str, limit_s: float, depth: int, queue: bool = True) -> float | None:
         """``crawler.net.fetch.HopPacer``: a hop keeps its host's pace; one that could not be
-        sent before its fetch's deadline is queued instead (then ``None``)."""
+        sent before its fetch's deadline is queued instead (then ``None``; not with
+        ``queue``, for a robots.txt's hop, which is no page to crawl)."""
         now = time.monotonic()
         wait_s = self._frontier.hop(target, now, limit_s)
-        if wait_s is None and self._window.enqueue(target, depth, now, HOP_PRIORITY, known=True):
+        if (
+            wait_s is None
+            and queue
+            and self._window.enqueue(target, depth, now, HOP_PRIORITY, known=True)
+        ):
             self._wake()
         return wait_s

@@ -88,8 +88,8 @@ class Discovery:
         if fetched.retried:
             return
         result = fetched.result
-        if result is not None and 300 <= result.status < 400:
-            self._unfollowed(job, result.status)
+        if result is not None and 300 <= result.status < 400 and result.stopped in (None, "queued"):
+            self._unfollowed(job, result.status)  # not refused: its target was not had yet
             return
         if result is None or result.status >= 500 or result.status == 429:
             why = fetched.error or f"status {result.status if result else '?'}"
@@ -101,10 +101,11 @@ class Discovery:
         self._known(job, robots_rules(result.status, body), "robots")
 
     def _unfollowed(self, job: FetchJob, status: int) -> None:
-        """A redirect the fetch did not follow: not rules, and not to be cached (a 3xx read
-        as rules would disallow the origin for a day). Asked again a few times (a paced
-        target's turn comes), then the origin is crawled as if it had none (Google reads a
-        redirect it cannot follow as a 404; RFC 9309 2.3.1.2 calls it unavailable)."""
+        """A redirect with no target, or whose target's host was paced for now: not rules,
+        and not to be cached (a 3xx read as rules would disallow the origin for a day).
+        Asked again a few times (a paced target's turn comes), then the origin is crawled as
+        if it had none (RFC 9309 2.3.1.2: unavailable). A target refused (an address the
+        guard refuses, a trap) is unreachable instead: disallow all."""
         now = time.monotonic()
         if job.attempt + 1 < ROBOTS_REDIRECT_TRIES:
             self._frontier.robots_retry(job, now + 2.0**job.attempt, now)

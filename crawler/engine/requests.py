@@ -96,7 +96,8 @@ class Requests:
                 check = check_redirect or partial(admission.check_redirect, depth=job.depth)
                 result = await self._fetcher.fetch(
                     job.url, check, any_type=any_type,
-                    pace_hop=partial(admission.pace_hop, depth=job.depth),
+                    pace_hop=partial(admission.pace_hop, depth=job.depth,
+                                     queue=job.kind != ROBOTS),
                     etag=known.etag if known else None,
                     last_modified=known.last_modified if known else None,
                 )  # fmt: skip

@@ -51,7 +51,7 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, TypeVar
 
-from crawler.errors import CrawlerError, ParseError, ParseTimeout
+from crawler.errors import CrawlerError, ParseCrash, ParseError, ParseTimeout
 from crawler.pool.forkserver import context as _context
 from crawler.pool.forkserver import release as release_fork_server
 from crawler.pool.forkserver import release_after_start, without_main
@@ -260,17 +260,36 @@ class ParsePool:
                 else:
                     waiter.set_result(result)
 
-        def timed_out() -> None:
+        def split() -> bool:
+            """Each page of the batch alone, to find out which one it was."""
             self.busy -= 1
-            if len(jobs) > 1:  # which page was it? Each alone, to find out
-                for job, waiter in zip(jobs, waiters, strict=True):
-                    if not waiter.done():
-                        self._send_batch([job], [waiter])
-            elif not waiters[0].done():
+            for job, waiter in zip(jobs, waiters, strict=True):
+                if not waiter.done():
+                    self._send_batch([job], [waiter])
+            return False  # handled: not to be sent again as it is
+
+        def timed_out() -> None:
+            if len(jobs) > 1:
+                split()
+                return
+            self.busy -= 1
+            if not waiters[0].done():
                 message = f"not parsed within {self._timeout_s:g} s (its worker was replaced)"
                 waiters[0].set_exception(ParseTimeout(jobs[0].url, message))
 
-        self._request(parse_batch, (jobs,), reply, timed_out)
+        def crashed() -> bool | None:
+            if len(jobs) > 1:
+                return split()
+            # Once may be another cause (memory, a signal): again. Before any worker has
+            # parsed a page, workers that die may not work here at all (``_fail``).
+            if request.deaths < 2 or not self.batches:
+                return None
+            self.busy -= 1
+            if not waiters[0].done():
+                waiters[0].set_exception(ParseCrash(jobs[0].url, "two parse workers died on it"))
+            return True
+
+        request = self._request(parse_batch, (jobs,), reply, timed_out, crashed)
 
     def _request(
         self,
@@ -278,26 +297,28 @@ class ParsePool:
         args: tuple[Any, ...],
         reply: Reply,
         on_timeout: Callable[[], None] | None = None,
-    ) -> None:
+        on_crash: Callable[[], bool | None] | None = None,
+    ) -> Request:
+        request = Request([], reply, function, args, on_timeout, on_crash)
         if not self._open or self._closing:
             reply(False, CrawlerError("parse pool is closed"))
-            return
+            return request
         if self._broken is not None and not self._here:
             reply(False, self._broken)
-            return
+            return request
         if self._here:
             asyncio.get_running_loop().call_soon(run_here, function, args, reply, self._extract)
-            return
+            return request
         try:
-            parts = wire.encode((function, args))  # bodies beside the pickle, not copied in
+            request.parts = wire.encode((function, args))  # bodies beside the pickle
         except Exception as exc:  # a job that cannot travel: the caller's error
             reply(False, exc)
-            return
-        request = Request(parts, reply, function, args, on_timeout)
+            return request
         if self._live:
             min(self._live, key=load).send(request)
         else:
             self._waiting.append(request)
+        return request
 
     @property
     def ready(self) -> bool:
@@ -476,15 +497,33 @@ class ParsePool:
         self._killed.append(worker.process)  # joined at the close (an adopted one: reaped)
         with contextlib.suppress(Exception):
             worker.process.join(0.05)  # its exit code, for the log (a rare path)
-        outstanding = worker.outstanding
         code = worker.process.exitcode
+        # A worker answers in order: the first request it held is the one it was working
+        # on; the ones behind it had not begun, and go again as they are.
+        resend = worker.outstanding
+        explained = False
+        if resend:
+            request = resend.popleft()
+            request.deaths += 1
+            # Pages are charged for a death, not the pool, once workers have shown they work.
+            explained = request.on_crash is not None and self.batches > 0
+            handled = request.on_crash() if request.on_crash is not None else None
+            if handled is None and request.deaths < 3:
+                resend.appendleft(request)
+            elif handled is None:  # no pages to split into (a sitemap, a call): the cause
+                request.reply(False, ParseCrash("(request)", "three parse workers died on it"))
+            # else: split into its pages, or failed as the page two workers died on
+        if explained:  # each page has two workers' chances, not the pool's budget
+            log.warning("a parse worker died holding pages (exit code %s); starting another", code)
+            self._start_worker(resend)
+            return
         if self._restarts_left <= 0:
             self._fail(BrokenProcessPool(f"a parse worker died again (exit code {code})"),
-                       outstanding)  # fmt: skip
+                       resend)  # fmt: skip
             return
         self._restarts_left -= 1
         log.warning("a parse worker died (exit code %s); starting another", code)
-        self._start_worker(outstanding)
+        self._start_worker(resend)
 
     def _fail(self, error: BrokenProcessPool, outstanding: deque[Request]) -> None:
         """The workers cannot run: what was outstanding, what waits and what comes is run
@@ -494,6 +533,10 @@ class ParsePool:
             self._here = True
             log.warning("parse workers cannot run (%s): parsing in the crawl process", error)
         loop = asyncio.get_running_loop()
+        if self.batches:  # workers worked: what one died holding is not run here, to kill it
+            for request in outstanding:
+                request.reply(False, ParseCrash("(request)", "its parse worker died"))
+            outstanding.clear()
         for request in (*outstanding, *self._waiting):
             loop.call_soon(run_here, request.function, request.args, request.reply, self._extract)
         outstanding.clear()

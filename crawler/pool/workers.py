@@ -56,7 +56,7 @@ Reply = Callable[[bool, Any], None]
 class Request:
     """One request to a worker and what to do with its answer."""
 
-    __slots__ = ("args", "function", "on_timeout", "parts", "reply")
+    __slots__ = ("args", "deaths", "function", "on_crash", "on_timeout", "parts", "reply")
 
     def __init__(
         self,
@@ -65,6 +65,7 @@ class Request:
         function: Callable[..., Any],
         args: tuple[Any, ...],
         on_timeout: Callable[[], None] | None = None,
+        on_crash: Callable[[], bool | None] | None = None,
     ) -> None:
         self.parts = parts
         """The message (``parsers.wire.encode``): placed when sent, again if sent again."""
@@ -74,6 +75,12 @@ class Request:
         """What the message says: run here instead when the workers are gone."""
         self.on_timeout = on_timeout
         """Called instead of ``reply`` when a worker spent the pool's ``timeout_s`` on it."""
+        self.on_crash = on_crash
+        """Called when a worker died holding it: ``None``, send it again; ``False``, it was
+        split into its pages (sent instead); ``True``, it failed as the page a worker died
+        on before (the death is explained)."""
+        self.deaths = 0
+        """Workers that died while they held it."""
 
 
 class Worker:

@@ -166,20 +166,43 @@ def test_a_failing_page_does_not_fail_its_batch() -> None:
 
 
 def test_pool_restarts_once_after_a_worker_dies_then_parses_in_process() -> None:
-    """A dead worker is replaced; when the replacement dies too, the pool goes on parsing
-    in the crawl process instead of failing the crawl."""
+    """A worker that dies holding no page is replaced; when the replacement dies too, the
+    pool goes on parsing in the crawl process instead of failing the crawl."""
 
     async def go() -> tuple[str, str, bool, bool]:
         async with ParsePool(1) as pool:
             await pool.parse(job(1))
             _kill_workers(pool)
+            await asyncio.sleep(0.3)  # its death seen while it holds nothing
             page = await pool.parse(job(2))  # the broken pool is replaced
             replaced_in_process = pool.in_process
             _kill_workers(pool)
+            await asyncio.sleep(0.3)
             here = await pool.parse(job(3))  # a second break: parsed here from now on
             return page.title, here.title, replaced_in_process, pool.in_process
 
     assert asyncio.run(go()) == ("2", "3", False, True)
+
+
+def test_a_page_two_workers_die_on_fails_alone_and_the_pool_goes_on() -> None:
+    """A page whose parse ends its worker (an extract hook calling os._exit, a parser
+    fault): its batch is split to find it, it gets a second worker, then fails as
+    ``parse-crash``; the other pages are parsed, by workers, never in the crawl process
+    (which the page would end too)."""
+
+    async def go() -> tuple[list[str], bool]:
+        async with ParsePool(2, extract=_exit_on_poison) as pool:
+            await pool.parse(job(9))  # the workers work
+            jobs = [job(i) for i in range(6)]
+            jobs[3] = job(3, body=b"<title>3</title><p>poison</p>")
+            results = await asyncio.gather(*(pool.parse(j) for j in jobs), return_exceptions=True)
+            after = await pool.parse(job(7))
+            shown = [r.title if not isinstance(r, BaseException) else type(r).__name__
+                     for r in results]  # fmt: skip
+            return [*shown, after.title], pool.in_process
+
+    shown, in_process = asyncio.run(go())
+    assert shown == ["0", "1", "2", "ParseCrash", "4", "5", "7"] and not in_process
 
 
 def test_a_request_outstanding_on_a_dying_worker_is_sent_again() -> None:
@@ -628,3 +651,9 @@ def test_replies_are_read_whatever_the_pipe_cuts_them_into(
         position += n
     assert answered == values
     assert len(reader._buffer) == pool_module._READ_BYTES  # the outsized one was let go
+
+
+def _exit_on_poison(tree: Any, url: str) -> None:
+    """An extract hook that ends its process on one page: a stand-in for a parser fault."""
+    if "poison" in tree.text():
+        os._exit(3)
