@@ -26,10 +26,14 @@ Owns: the crawl's parse worker processes and the two pipes to each. Invariants:
 - a request a worker has worked on for ``timeout_s`` is abandoned: the worker is killed and
   replaced (lexbor is super-linear on some inputs, and C code cannot be interrupted), its
   other requests sent again; a batch's pages are sent again one by one, and a page that
-  times out alone fails with ``ParseTimeout``. Such a kill is no death of the worker's own;
-- a worker that dies (killed, out of memory) is replaced and its outstanding requests sent
-  again, as many times in all as there are workers; when workers cannot start, or one dies
-  once more, the pool parses in the crawl process from then on (one warning), as it does
+  times out alone fails with ``ParseTimeout`` (``crawler.pool.batch``). Such a kill is no
+  death of the worker's own;
+- a worker that dies is replaced; the request it was working on (the first it held) is
+  charged with the death: a batch is split, a page gets a second worker and fails as
+  ``ParseCrash`` if that one dies too, never parsed here (it would end this process). Deaths
+  with no page to charge (or before any worker parsed a page) count against a budget of as
+  many restarts as there are workers; when workers cannot start, or the budget is spent,
+  the pool parses in the crawl process from then on (one warning), as it does
   from the start when the parse needs an ``extract`` hook that workers cannot import (one
   defined in a script read from standard input). Pages whose shape makes lexbor slow
   (``costly``) are not parsed there: they fail with ``ParseTimeout``;
@@ -51,7 +55,8 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, TypeVar
 
-from crawler.errors import CrawlerError, ParseCrash, ParseError, ParseTimeout
+from crawler.errors import CrawlerError, ParseCrash, ParseTimeout
+from crawler.pool.batch import Batch
 from crawler.pool.forkserver import context as _context
 from crawler.pool.forkserver import release as release_fork_server
 from crawler.pool.forkserver import release_after_start, without_main
@@ -64,14 +69,14 @@ from crawler.pool.workers import (
     join,
     kill,
     load,
+    make_rings,
     start_in_daemon_thread,
     widen_pipe,
 )
 from parsers import wire
-from parsers.page import Page, ParseFailure, ParseJob
+from parsers.page import Page, ParseJob
 from parsers.ring import HEADER_BYTES as RING_HEADER_BYTES
 from parsers.ring import Ring
-from parsers.ring import available as ring_available
 from parsers.worker import parse_batch, serve
 
 log = logging.getLogger(__name__)
@@ -236,60 +241,22 @@ class ParsePool:
             parts = min(idle, len(jobs))
             size = -(-len(jobs) // parts)
             for start in range(0, len(jobs), size):
-                self._send_batch(jobs[start : start + size], waiters[start : start + size])
+                self.send_batch(jobs[start : start + size], waiters[start : start + size])
         else:
-            self._send_batch(jobs, waiters)
+            self.send_batch(jobs, waiters)
 
-    def _send_batch(self, jobs: list[ParseJob], waiters: list[asyncio.Future[Page]]) -> None:
+    @property
+    def timeout_s(self) -> float:
+        """How long a worker may work on one request before it is replaced."""
+        return self._timeout_s
+
+    def send_batch(self, jobs: list[ParseJob], waiters: list[asyncio.Future[Page]]) -> None:
+        """Send ``jobs`` as one request; ``crawler.pool.batch.Batch`` settles ``waiters``."""
         self.busy += 1
-
-        def reply(ok: bool, results: Any) -> None:
-            self.busy -= 1
-            if not ok:  # handed to every page of the batch: their tasks decide
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_exception(results)
-                return
-            self.batches += 1
-            for waiter, result in zip(waiters, results, strict=True):
-                if waiter.done():
-                    continue
-                if isinstance(result, ParseFailure):
-                    error = ParseTimeout if result.timed_out else ParseError
-                    waiter.set_exception(error(result.url, result.message))
-                else:
-                    waiter.set_result(result)
-
-        def split() -> bool:
-            """Each page of the batch alone, to find out which one it was."""
-            self.busy -= 1
-            for job, waiter in zip(jobs, waiters, strict=True):
-                if not waiter.done():
-                    self._send_batch([job], [waiter])
-            return False  # handled: not to be sent again as it is
-
-        def timed_out() -> None:
-            if len(jobs) > 1:
-                split()
-                return
-            self.busy -= 1
-            if not waiters[0].done():
-                message = f"not parsed within {self._timeout_s:g} s (its worker was replaced)"
-                waiters[0].set_exception(ParseTimeout(jobs[0].url, message))
-
-        def crashed() -> bool | None:
-            if len(jobs) > 1:
-                return split()
-            # Once may be another cause (memory, a signal): again. Before any worker has
-            # parsed a page, workers that die may not work here at all (``_fail``).
-            if request.deaths < 2 or not self.batches:
-                return None
-            self.busy -= 1
-            if not waiters[0].done():
-                waiters[0].set_exception(ParseCrash(jobs[0].url, "two parse workers died on it"))
-            return True
-
-        request = self._request(parse_batch, (jobs,), reply, timed_out, crashed)
+        batch = Batch(self, jobs, waiters)
+        batch.request = self._request(
+            parse_batch, (jobs,), batch.reply, batch.timed_out, batch.crashed
+        )
 
     def _request(
         self,
@@ -445,7 +412,7 @@ class ParsePool:
         replies, their_replies = context.Pipe(duplex=False)
         for connection in (requests, replies):
             widen_pipe(connection)
-        rings = self._rings()
+        rings = make_rings(self._ring_bytes)
         process = context.Process(  # type: ignore[attr-defined]
             target=serve,
             args=(their_requests, their_replies, self._extract,
@@ -468,22 +435,6 @@ class ParsePool:
             their_requests.close()  # the worker holds its own copies now
             their_replies.close()
         return process, requests, replies, rings
-
-    def _rings(self) -> tuple[Ring, Ring] | None:
-        """A new worker's two rings (requests, replies), or ``None``: pipes alone (no
-        ``memfd`` here, ``ring_bytes`` 0, or the rings could not be made)."""
-        if not self._ring_bytes or not ring_available():
-            return None
-        made: list[Ring] = []
-        try:
-            for _ in range(2):
-                made.append(Ring.create(self._ring_bytes))
-        except OSError as exc:
-            for ring in made:
-                ring.close()
-            log.debug("parse worker without shared memory: %s", exc)
-            return None
-        return made[0], made[1]
 
     def _lost(self, worker: Worker) -> None:
         """A worker's reply pipe closed: it died (or the pool is closing)."""

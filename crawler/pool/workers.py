@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import multiprocessing
 import os
 import signal
@@ -25,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 from crawler.pool.forkserver import released
 from parsers import wire
 from parsers.ring import Ring
+from parsers.ring import available as ring_available
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from crawler.pool.parse_pool import ParsePool
@@ -207,6 +211,23 @@ def _frame_size(buffer: bytearray, start: int, end: int) -> tuple[int, int]:
     if end - start < 12:
         return 12, 12
     return 12, 12 + _LONG_FRAME.unpack_from(buffer, start + 4)[0]
+
+
+def make_rings(ring_bytes: int) -> tuple[Ring, Ring] | None:
+    """A new worker's two rings (requests, replies), or ``None``: pipes alone (no ``memfd``
+    here, ``ring_bytes`` 0, or the rings could not be made)."""
+    if not ring_bytes or not ring_available():
+        return None
+    made: list[Ring] = []
+    try:
+        for _ in range(2):
+            made.append(Ring.create(ring_bytes))
+    except OSError as exc:
+        for ring in made:
+            ring.close()
+        log.debug("parse worker without shared memory: %s", exc)
+        return None
+    return made[0], made[1]
 
 
 def load(worker: Worker) -> int:

@@ -1,0 +1,90 @@
+"""Batch: the pages of one parse request, and what its answer, a timeout or the death of its
+worker does to each page's future.
+
+Owns: the pages' outcomes (a ``Page``, or ``ParseError`` / ``ParseTimeout`` / ``ParseCrash``)
+and the search for the page a request failed on: a batch that timed out or whose worker died
+is sent again one page a request (``split``); a page that times out alone fails with
+``ParseTimeout``, and a page that two workers died on alone fails with ``ParseCrash``. A
+first death may have another cause (memory, a signal): the page gets a second worker. Before
+any worker has parsed a page, deaths are the pool's to judge (``ParsePool._fail``): workers
+may not work on this machine at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from crawler.errors import ParseCrash, ParseError, ParseTimeout
+from parsers.page import Page, ParseFailure, ParseJob
+
+if TYPE_CHECKING:
+    from crawler.pool.parse_pool import ParsePool
+    from crawler.pool.workers import Request
+
+
+class Batch:
+    """``jobs`` sent as one request, ``waiters`` their futures (in order)."""
+
+    __slots__ = ("jobs", "pool", "request", "waiters")
+
+    def __init__(
+        self, pool: ParsePool, jobs: list[ParseJob], waiters: list[asyncio.Future[Page]]
+    ) -> None:
+        self.pool = pool
+        self.jobs = jobs
+        self.waiters = waiters
+        self.request: Request | None = None
+        """The request that carries it (set once sent)."""
+
+    def reply(self, ok: bool, results: Any) -> None:
+        """The worker's answer: a result per page, or one error for every page."""
+        self.pool.busy -= 1
+        if not ok:  # handed to every page of the batch: their tasks decide
+            for waiter in self.waiters:
+                if not waiter.done():
+                    waiter.set_exception(results)
+            return
+        self.pool.batches += 1
+        for waiter, result in zip(self.waiters, results, strict=True):
+            if waiter.done():
+                continue
+            if isinstance(result, ParseFailure):
+                error = ParseTimeout if result.timed_out else ParseError
+                waiter.set_exception(error(result.url, result.message))
+            else:
+                waiter.set_result(result)
+
+    def split(self) -> bool:
+        """Each page of the batch alone, to find out which one it was (``False``: handled,
+        not to be sent again as it is)."""
+        self.pool.busy -= 1
+        for job, waiter in zip(self.jobs, self.waiters, strict=True):
+            if not waiter.done():
+                self.pool.send_batch([job], [waiter])
+        return False
+
+    def timed_out(self) -> None:
+        """Its worker spent the pool's time limit on it (and was replaced)."""
+        if len(self.jobs) > 1:
+            self.split()
+            return
+        self.pool.busy -= 1
+        if not self.waiters[0].done():
+            limit = self.pool.timeout_s
+            message = f"not parsed within {limit:g} s (its worker was replaced)"
+            self.waiters[0].set_exception(ParseTimeout(self.jobs[0].url, message))
+
+    def crashed(self) -> bool | None:
+        """Its worker died working on it (``Request.on_crash``): ``None``, send it again;
+        ``False``, split; ``True``, failed as the page two workers died on."""
+        if len(self.jobs) > 1:
+            return self.split()
+        deaths = self.request.deaths if self.request is not None else 0
+        if deaths < 2 or not self.pool.batches:
+            return None
+        self.pool.busy -= 1
+        if not self.waiters[0].done():
+            message = "two parse workers died on it"
+            self.waiters[0].set_exception(ParseCrash(self.jobs[0].url, message))
+        return True
