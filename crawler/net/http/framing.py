@@ -29,6 +29,10 @@ from crawler.net.http.response import Response, header_text
 MAX_HEADER_BYTES = 64 * 1024
 """The most bytes a response may send without a byte of body: its status line and headers,
 interim responses, chunk framing, trailers (a server could otherwise send them forever)."""
+WIRE_PER_BODY_BYTE = 8
+"""A response may take at most this many bytes on the wire per byte of its body cap (plus
+``MAX_HEADER_BYTES``): a chunked body of 1-byte chunks each behind 60 KB of chunk
+extension never has 64 KiB without a body byte, yet would stream for the whole timeout."""
 SMALL_PIECE = 4096
 """Body pieces smaller than this (a chunked body's tiny chunks) are gathered into one
 ``bytearray``: each ``bytes`` of its own costs ~33 bytes more than its data, so a body of
@@ -49,7 +53,7 @@ class ResponseFraming:
     went over its cap (the response holds the error)."""
 
     __slots__ = ("close_now", "error", "head_ready", "keep_alive", "parser", "quiet_bytes",
-                 "response")  # fmt: skip
+                 "response", "wire_bytes")  # fmt: skip
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
@@ -68,6 +72,8 @@ class ResponseFraming:
         """The final response allows the connection's reuse (known with its headers)."""
         self.quiet_bytes = 0
         """Bytes received since the request or the last byte of body (``MAX_HEADER_BYTES``)."""
+        self.wire_bytes = 0
+        """Bytes received since the request (``WIRE_PER_BODY_BYTE``)."""
 
     def begin(self, response: Response) -> None:
         """The next bytes answer the request ``response`` is for."""
@@ -77,6 +83,7 @@ class ResponseFraming:
         self.close_now = False
         self.keep_alive = False
         self.quiet_bytes = 0
+        self.wire_bytes = 0
 
     def feed(self, data: bytes | memoryview) -> None:
         """Frame ``data``; see the attributes for what it held."""
@@ -84,6 +91,7 @@ class ResponseFraming:
         assert response is not None
         self.head_ready = False
         self.quiet_bytes += len(data)
+        self.wire_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -95,6 +103,9 @@ class ResponseFraming:
             # never ends is caught here, not by on_header.
             if self.quiet_bytes > MAX_HEADER_BYTES and not response.complete:
                 self._broken(ProtocolError(f"more than {MAX_HEADER_BYTES} bytes without a body"))
+            most = WIRE_PER_BODY_BYTE * response.cap + MAX_HEADER_BYTES
+            if self.wire_bytes > most and not response.complete:
+                self._broken(ProtocolError(f"more than {most} bytes on the wire for the body"))
 
     def _broken(self, error: ProtocolError) -> None:
         if self.error is None:

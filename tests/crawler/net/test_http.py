@@ -653,3 +653,19 @@ def test_bodies_read_at_once_on_many_connections_stay_apart(loop: str) -> None:
         uvloop.run(go())
     else:
         asyncio.run(go())
+
+
+def test_chunk_framing_cannot_outweigh_the_body_cap_by_far() -> None:
+    """1-byte chunks, each behind 60 KB of chunk extension: never 64 KiB without a body
+    byte, so only a bound on the wire bytes per byte of body cap stops it before the
+    timeout."""
+    chunk = b"1;" + b"x" * 60_000 + b"\r\na\r\n"
+    data = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk * 40 + b"0\r\n\r\n"
+
+    async def go() -> None:
+        async with Server(reply(data)) as server, client() as c:
+            with pytest.raises(http.ProtocolError, match="bytes on the wire for the body"):
+                await get(c, server.url(), cap=100)
+            assert await get(c, server.url(), cap=1 << 20) == (200, b"a" * 40)
+
+    asyncio.run(go())
