@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 
 import click
 from aiohttp import web
 
 from crawler.cli.app import EXIT_USAGE, fail
-from crawler.serve.app import build_app
+from crawler.serve.app import build_app, serving_names
 from crawler.settings import DEVICES
 from storage.base import StoreError
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @click.command("serve")
@@ -34,7 +24,7 @@ def _loopback(host: str) -> bool:
               help="Where search's BM25 kernel runs.")  # fmt: skip
 def command(db: str, host: str, port: int, device: str) -> None:
     """Serve a read-only dashboard and search of DB (a SQLite file or a PostgreSQL DSN)."""
-    if not _loopback(host):
+    if not serving_names(host):  # none: not loopback, any name is answered
         click.echo(f"crawl serve: warning: listening on {host}: anyone who can reach it reads "
                    "the crawl", err=True)  # fmt: skip
 

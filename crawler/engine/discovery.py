@@ -39,9 +39,7 @@ site's index of thousands cannot take another's turn."""
 def robots_rules(status: int, body: bytes | None) -> RobotsRules | None:
     """RFC 9309: 2xx → the rules; other 4xx but 429 → allow all (``None``); else disallow all."""
     if 200 <= status < 300:
-        # One byte past the limit: the parser must see whether the last line was cut there
-        # (a cut "Allow: /private/only" would read "Allow: /").
-        return RobotsRules.parse((body or b"")[: MAX_ROBOTS_BYTES + 1])
+        return RobotsRules.parse(body or b"")  # cut by the parser: it drops a line cut there
     if 400 <= status < 500 and status != 429:
         return None
     return RobotsRules.disallow_all()

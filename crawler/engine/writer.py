@@ -190,7 +190,7 @@ class Writer:
                     # The transaction goes on in the store's thread whatever happens here:
                     # wait for it, so that what it committed is counted, then stop.
                     await asyncio.wait([write])
-                    if write.exception() is None:
+                    if not write.cancelled() and write.exception() is None:
                         self._count(pages)
                     raise
                 self._count(pages)
