@@ -5,7 +5,8 @@ e.g. ``gzip, gzip``, at most ``MAX_CODINGS`` of them). The fetcher feeds the bod
 here.
 
 Invariants:
-- the decoded output never exceeds ``max_bytes``: ``BodyTooLarge`` is raised first, and
+- the decoded output never exceeds ``max_bytes``: ``BodyTooLarge`` is raised first (or,
+  for a ``cut`` decoder, the output ends there), and
   each decoder is driven with a bounded output size, so memory stays flat on a
   decompression bomb (no step ever holds more than ``max_bytes`` + one bounded step);
 - a stream that ends before its compressed data does raises ``BadEncoding`` (a truncated
@@ -37,7 +38,16 @@ _ZSTD_INPUT_STEP = (
 
 def _check(out: bytearray, limit: int) -> None:
     if len(out) > limit:  # ``limit`` is what is left of the cap: the message names no figure
-        raise BodyTooLarge(None, decoded=True)
+        raise _Over(bytes(out))
+
+
+class _Over(BodyTooLarge):
+    """A decoder's output went over what is left of the cap; ``partial``: that output (one
+    bounded step over), which a cutting ``BodyDecoder`` keeps up to the cap."""
+
+    def __init__(self, partial: bytes) -> None:
+        super().__init__(None, decoded=True)
+        self.partial = partial
 
 
 class _Decoder(Protocol):
@@ -164,34 +174,65 @@ def codings(header: str) -> list[str]:
 
 
 class BodyDecoder:
-    """Undo a ``Content-Encoding`` chain incrementally: ``feed(chunk)`` … ``finish()``."""
+    """Undo a ``Content-Encoding`` chain incrementally: ``feed(chunk)`` … ``finish()``.
 
-    def __init__(self, content_encoding: str, max_bytes: int) -> None:
+    ``cut``: a body that decodes to more than ``max_bytes`` is cut there (``full``; what
+    follows is not decoded) instead of failing, and ``finish(truncated=True)`` takes a
+    stream that was cut as it came: a prefix is wanted (a robots.txt). Stacked codings are
+    not cut inside: one that overflows a middle stage still fails."""
+
+    def __init__(self, content_encoding: str, max_bytes: int, *, cut: bool = False) -> None:
         applied = codings(content_encoding)
         if len(applied) > MAX_CODINGS:
             raise BadEncoding(f"{len(applied)} stacked content codings (at most {MAX_CODINGS})")
         # Applied first is decoded last: "gzip, br" means br(gzip(body)).
         self._chain = [_decoder(c) for c in reversed(applied)]
         self._max_bytes = max_bytes
+        self._cut = cut
         self.size = 0
+        self.full = False
+        """``cut`` and the cap reached: the rest of the body is not decoded."""
 
     def feed(self, chunk: bytes) -> bytes:
-        for decoder in self._chain:
-            chunk = decoder.feed(chunk, self._max_bytes - self.size)
-        return self._count(chunk)
+        if self.full:
+            return b""
+        return self._count(self._through(chunk, 0))
 
-    def finish(self) -> bytes:
+    def finish(self, *, truncated: bool = False) -> bytes:
+        """The decoded tail; ``truncated`` (with ``cut``): the body was cut as received, so
+        a stream without its end marker is what is expected, not an error."""
         tail = b""
-        for decoder in self._chain:
+        for index, decoder in enumerate(self._chain):
+            if self.full:
+                return b""
             if tail:
-                tail = decoder.feed(tail, self._max_bytes - self.size)
-            tail += decoder.finish()
+                tail = self._through(tail, index)
+            try:
+                tail += decoder.finish()
+            except BadEncoding:
+                if not (self._cut and truncated):
+                    raise
         return self._count(tail)
 
+    def _through(self, chunk: bytes, first: int) -> bytes:
+        """``chunk`` through the decoders from ``first`` on."""
+        last = len(self._chain) - 1
+        for index in range(first, last + 1):
+            try:
+                chunk = self._chain[index].feed(chunk, self._max_bytes - self.size)
+            except _Over as over:
+                if not self._cut or index != last:
+                    raise BodyTooLarge(self._max_bytes, decoded=True) from None
+                return over.partial
+        return chunk
+
     def _count(self, data: bytes) -> bytes:
+        left = self._max_bytes - self.size
+        if len(data) > left:
+            if not self._cut:
+                raise BodyTooLarge(self._max_bytes, decoded=True)
+            data, self.full = data[:left], True
         self.size += len(data)
-        if self.size > self._max_bytes:
-            raise BodyTooLarge(self._max_bytes, decoded=True)
         return data
 
 

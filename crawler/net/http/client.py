@@ -144,11 +144,18 @@ class HttpClient:
         await asyncio.sleep(0)  # let the transports' connection_lost run
 
     async def get(
-        self, url: str, headers: dict[str, str] | None = None, *, cap: int, record: bool = False
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        *,
+        cap: int,
+        record: bool = False,
+        cut: bool = False,
     ) -> Response:
         """GET ``url`` (absolute, http or https, ASCII as a URL serialiser writes it); return
         when the status and headers are in. The caller must ``release`` the response.
-        ``cap``: the most bytes of body to take; ``record``: keep the request's headers in
+        ``cap``: the most bytes of body to take (more fail it, or with ``cut`` end it there:
+        ``Response.truncated``); ``record``: keep the request's headers in
         ``Response.request``."""
         scheme, host, port, authority, target, userinfo = split_url(url)
         if not userinfo:
@@ -176,7 +183,7 @@ class HttpClient:
         request = request_head(target, authority, fixed, userinfo, headers)
         for attempt in (0, 1):
             conn, reused = await self._acquire(key, fresh=attempt > 0)
-            response = Response(conn, url, cap)
+            response = Response(conn, url, cap, cut)
             try:
                 await conn.send(request, response)
             except ConnectError:

@@ -9,7 +9,8 @@ touches a socket or an event loop: what it found is left in its attributes (``he
 Invariants:
 - at most ``MAX_HEADER_BYTES`` arrive without a byte of body (status line, headers, interim
   responses, chunk framing, trailers): past that, ``error``;
-- the body never grows past the response's cap: ``BodyTooLarge`` on the response, and
+- the body never grows past the response's cap: ``BodyTooLarge`` on the response (or, for
+  a response that takes a prefix, ``cut``, the body cut at the cap and ``truncated``), and
   ``close_now``;
 - bytes after the response's end, or before a request, are a stream out of step.
 """
@@ -173,8 +174,15 @@ class ResponseFraming:
         self.quiet_bytes = 0
         response._size += len(body)
         if response._size > response.cap:
-            response._fail(BodyTooLarge(response.cap))
             self.close_now = True
+            if not response.cut:
+                response._fail(BodyTooLarge(response.cap))
+                return
+            body = body[: len(body) - (response._size - response.cap)]
+            response._size = response.cap
+            response.truncated = response.complete = True
+            response._chunks.append(body)
+            response._wake()
             return
         chunks = response._chunks
         if len(body) < SMALL_PIECE:  # a chunked body of tiny chunks: one buffer, not

@@ -30,6 +30,7 @@ class Response:
         "_size",
         "cap",
         "complete",
+        "cut",
         "error",
         "final",
         "header_bytes",
@@ -38,14 +39,19 @@ class Response:
         "reason",
         "request",
         "status",
+        "truncated",
         "url",
         "version",
     )
 
-    def __init__(self, conn: Connection | None, url: str, cap: int) -> None:
+    def __init__(self, conn: Connection | None, url: str, cap: int, cut: bool = False) -> None:
         self._conn: Connection | None = conn
         self.url = url
         self.cap = cap
+        self.cut = cut
+        """A body over ``cap`` is cut there (``truncated``, the connection closed), not an
+        error: what is read of it is a prefix (a robots.txt, of which only so much counts)."""
+        self.truncated = False
         self.status = 0
         self.reason = ""
         self.version = "1.1"

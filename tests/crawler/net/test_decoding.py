@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import random
 import zlib
 
 import brotli
@@ -107,3 +108,46 @@ def test_gzip_members_decode_across_any_split_of_the_body(
     out.append(decoder.feed(body[at:]))
     out.append(decoder.finish())
     assert b"".join(out) == b"".join(parts)
+
+
+CUT_CODINGS = [
+    ("gzip", gzip.compress),
+    ("deflate", zlib.compress),
+    ("br", brotli.compress),
+    ("zstd", zstandard.ZstdCompressor().compress),
+]
+
+
+def cut_decode(data: bytes, encoding: str, cap: int, truncated: bool, chunk: int = 1000) -> bytes:
+    decoder = BodyDecoder(encoding, cap, cut=True)
+    out = b"".join(decoder.feed(data[i : i + chunk]) for i in range(0, len(data), chunk))
+    return out + decoder.finish(truncated=truncated)
+
+
+@pytest.mark.parametrize(("encoding", "encode"), CUT_CODINGS)
+def test_a_cut_decoder_keeps_the_first_cap_bytes(encoding: str, encode) -> None:  # type: ignore[no-untyped-def]
+    """``cut``: a body decoding to more than the cap is its first ``cap`` bytes, exactly,
+    not an error; of a stream cut as it came (``truncated``), what it holds; of a bomb,
+    the cap's worth, in flat memory."""
+    packed = encode(BODY)
+    assert cut_decode(packed, encoding, 1000, truncated=False) == BODY[:1000]
+    assert cut_decode(packed, encoding, 1000, truncated=False, chunk=7) == BODY[:1000]
+    assert cut_decode(packed, encoding, 10**7, truncated=False) == BODY
+    prefix = cut_decode(packed[: len(packed) // 2], encoding, 10**7, truncated=True)
+    assert BODY.startswith(prefix)
+    with pytest.raises(BadEncoding, match="truncated"):  # not cut as it came: broken
+        cut_decode(packed[: len(packed) // 2], encoding, 10**7, truncated=False)
+    bomb = encode(b"\0" * 100_000_000)
+    with traced() as memory:
+        assert cut_decode(bomb, encoding, 1_000_000, truncated=False, chunk=65536) == bytes(
+            1_000_000
+        )
+    assert memory.peak < 8_000_000
+
+
+def test_a_cut_decoder_does_not_cut_inside_stacked_codings() -> None:
+    """Stacked codings whose middle stage overflows fail, cut or not: the cap's worth of
+    a middle stage is no prefix of the body."""
+    noise = random.Random(0).randbytes(300_000)  # its gzip, the middle stage, is as long
+    with pytest.raises(BodyTooLarge):
+        cut_decode(gzip.compress(gzip.compress(noise)), "gzip, gzip", 100_000, truncated=False)

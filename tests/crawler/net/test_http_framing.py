@@ -127,6 +127,25 @@ def test_a_body_over_the_cap_fails_the_response_and_closes() -> None:
         body(response)
 
 
+@pytest.mark.parametrize("framing_kind", ["length", "chunked", "close"])
+def test_a_cut_response_over_the_cap_ends_there_as_a_prefix(framing_kind: str) -> None:
+    """A response that takes a prefix (``cut``, a robots.txt) is complete at its cap, its
+    body the first ``cap`` bytes, ``truncated``; the connection still closes (the rest of
+    the body is in the way of any next response)."""
+    head = {"length": b"Content-Length: 5000\r\n", "chunked": b"Transfer-Encoding: chunked\r\n",
+            "close": b"Connection: close\r\n"}[framing_kind]  # fmt: skip
+    data = bytes(range(256)) * 20
+    payload = b"".join(b"%x\r\n%s\r\n" % (100, data[i : i + 100]) for i in range(0, 5000, 100))
+    sent = payload if framing_kind == "chunked" else data[:5000]
+    framing, response = ResponseFraming(), Response(None, "http://e.com/", 1234, cut=True)
+    framing.begin(response)
+    framing.feed(b"HTTP/1.1 200 OK\r\n" + head + b"\r\n")
+    for start in range(0, len(sent), 333):
+        framing.feed(sent[start : start + 333])
+    assert framing.close_now and framing.error is None and response.error is None
+    assert response.complete and response.truncated and body(response) == data[:1234]
+
+
 def test_a_nul_in_a_header_value_is_refused() -> None:
     framing, _ = framed(b"HTTP/1.1 200 OK\r\nX: a\x00b\r\nContent-Length: 0\r\n\r\n")
     assert isinstance(framing.error, ProtocolError)
