@@ -14,8 +14,9 @@ CrawlerError
 │   ├── Blocked          the SSRF guard refused the address
 │   ├── DNSFailed                                                         slows the host
 │   ├── ProxyFailed      the proxy refused or failed (retried)            slows the host
-│   └── BadResponse      truncated or malformed (slows the host), broken encoding,
-│                        redirect loop, too many redirects (the site's choice: does not)
+│   └── BadResponse      truncated or malformed (slows the host), broken encoding
+│       └── TooManyRedirects  a redirect loop, or more than --max-redirects hops (the
+│                        site's choice: does not slow it)
 ├── HTTPError            the HTTP client's and the decoder's (crawler.net): internal,
 │   │                    mapped to a FetchError by ``Fetcher.fetch``
 │   ├── ConnectError     no connection (also carries a BlockedAddress as its cause)
@@ -135,6 +136,11 @@ class ProxyFailed(FetchError):
 
 class BadResponse(FetchError):
     reason = "bad-response"
+
+
+class TooManyRedirects(BadResponse):
+    """The redirects looped, or went on past ``--max-redirects``: for a page a bad
+    response; for a robots.txt, none (RFC 9309 2.3.1.2: "unavailable")."""
 
 
 class HTTPError(CrawlerError):

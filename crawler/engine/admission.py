@@ -232,6 +232,19 @@ class Admission:
         never to an address the SSRF guard refuses (a seed's other ports too), nor a trap."""
         return self.ssrf_check(target) or trap_reason(target, self._trap_limits)
 
+    def admit_sitemap(self, url: str, named_in: str, from_robots: bool) -> str | None:
+        """``None`` if the sitemap ``url``, named in the document ``named_in``, may be read.
+        One named in a robots.txt may be on any host (sitemaps.org: a robots.txt may point
+        to a sitemap elsewhere, and that sitemap may then list this site's pages); a sitemap
+        index's children are on a host in scope or the index's own origin. Never an
+        address the SSRF guard refuses, nor a trap. ``--include``/``--exclude`` and the
+        ``url_filter`` judge the pages it lists, not the sitemap."""
+        if not (
+            from_robots or self._scope.url_allowed(url) or url_origin(url) == url_origin(named_in)
+        ):
+            return "scope"
+        return self.check_robots_redirect(url)
+
     def pace_hop(self, target: str, limit_s: float, depth: int, queue: bool = True) -> float | None:
         """``crawler.net.fetch.HopPacer``: a hop keeps its host's pace; one that could not be
         sent before its fetch's deadline is queued instead (then ``None``; not with

@@ -1,9 +1,11 @@
 """Discovery: robots.txt and sitemaps of each origin, between the engine and the frontier.
 
 Owns: getting an origin's robots.txt (reused from the store for 24 h, else fetched, RFC 9309:
-2xx → its rules; 4xx → allow all; 5xx, 429 or unreachable → retried, then nothing is fetched
-there, recorded as ``robots-unavailable``), and reading sitemaps (robots.txt ``Sitemap:``
-lines, else ``/sitemap.xml``; sitemap indexes followed) into the frontier.
+2xx → its rules, of its first 500 KiB (a longer one is read to there); 4xx, or redirects
+that loop or go on past ``--max-redirects`` → allow all; 5xx, 429 or unreachable → retried,
+then nothing is fetched there, recorded as ``robots-unavailable``), and reading sitemaps
+(robots.txt ``Sitemap:`` lines, else ``/sitemap.xml``; sitemap indexes followed; one over
+``--max-body-bytes`` read to there) into the frontier.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from crawler.frontier.hosts import SITEMAP, FetchJob, Frontier
 from crawler.policy.robots import MAX_ROBOTS_BYTES, RobotsRules
 from crawler.pool.parse_pool import ParsePool
 from crawler.settings import Settings
-from parsers.links import resolve_url, url_origin
+from parsers.links import resolve_url
 from parsers.sitemap import parse_sitemap
 from storage.base import RobotsRecord, Store
 
@@ -67,7 +69,9 @@ class Discovery:
         self._pool = pool
         self._wake = wake
         self._sitemaps_read: dict[str, int] = {}
-        """Sitemap documents queued, by their origin."""
+        """Sitemap documents queued, by the origin whose robots.txt led to them."""
+        self._sitemap_site: dict[str, str] = {}
+        """That origin, by sitemap URL queued."""
 
     async def fetch(self, job: FetchJob) -> None:
         """The robots job of ``job.origin``: from the store's cache, or from the server."""
@@ -81,20 +85,26 @@ class Discovery:
             self._known(job, robots_rules(cached.status, cached.body), "robots")
             return
         fetched = await self._requests.fetch(
-            job, any_type=True, check_redirect=self._admission.check_robots_redirect
-        )
+            job, any_type=True, check_redirect=self._admission.check_robots_redirect,
+            prefix=MAX_ROBOTS_BYTES + 1,  # a longer one is read to there (RFC 9309 2.5)
+        )  # fmt: skip
         if fetched.retried:
             return
         result = fetched.result
         if result is not None and 300 <= result.status < 400 and result.stopped in (None, "queued"):
             self._unfollowed(job, result.status)  # not refused: its target was not had yet
             return
+        if fetched.redirects:  # RFC 9309 2.3.1.2: past five hops, "unavailable": allow all
+            log.warning("robots.txt of %s: redirects loop or go on: crawling as if none",
+                        job.origin)  # fmt: skip
+            self._known(job, None, "robots")
+            return
         if result is None or result.status >= 500 or result.status == 429:
             why = fetched.error or f"status {result.status if result else '?'}"
             log.warning("robots.txt of %s unavailable (%s): not crawling it", job.origin, why)
             self._known(job, RobotsRules.disallow_all(), "robots-unavailable")
             return
-        body = result.body[: MAX_ROBOTS_BYTES + 1] if result.body is not None else None
+        body = result.body
         await self._store.put_robots(RobotsRecord(job.origin, result.status, body, utc_now()))
         self._known(job, robots_rules(result.status, body), "robots")
 
@@ -117,33 +127,45 @@ class Discovery:
         delay = rules.crawl_delay(settings.agent) if rules is not None else None
         self._frontier.robots_done(job, rules, delay, time.monotonic(), reason=reason)
         # A shared frontier (PostgreSQL) reads no sitemaps: each process holding the host in
-        # turn would read them again, outside the host's lease.
-        if settings.sitemaps and reason == "robots" and self._store.exclusive:
+        # turn would read them again, outside the host's lease. An origin out of scope (one
+        # whose robots.txt was read for a sitemap or a hop there) is not asked for its own.
+        if (
+            settings.sitemaps
+            and reason == "robots"
+            and self._store.exclusive
+            and self._admission.scope.url_allowed(job.url)
+        ):
             listed = rules.sitemaps if rules is not None else ()
             for url in listed or ("/sitemap.xml",):
-                self._add_sitemap(url, job.url)
+                self._add_sitemap(url, job.url, job.origin, from_robots=True)
         self._wake()
 
-    def _add_sitemap(self, url: str, base: str) -> None:
-        """Queue a sitemap URL, resolved against ``base`` (relative ``Sitemap:`` lines occur)."""
-        resolved = resolve_url(base, url)
+    def _add_sitemap(self, url: str, named_in: str, site: str, *, from_robots: bool) -> None:
+        """Queue a sitemap URL, resolved against ``named_in`` (relative ``Sitemap:`` lines
+        occur), charged to ``site``, the origin whose robots.txt led to it: one site's
+        sitemaps, wherever they are, cannot use up another's turn. ``from_robots``: a
+        ``Sitemap:`` line (or the default ``/sitemap.xml``), not an index's child."""
+        resolved = resolve_url(named_in, url)
         if resolved is None:
             return
-        origin = url_origin(resolved)
-        read = self._sitemaps_read.get(origin, 0)
+        read = self._sitemaps_read.get(site, 0)
         if read >= MAX_SITEMAPS:
             if read == MAX_SITEMAPS:  # said once
-                log.warning("%s: more than %d sitemaps; the rest are not read", origin, read)
-                self._sitemaps_read[origin] = read + 1
+                log.warning("%s: more than %d sitemaps; the rest are not read", site, read)
+                self._sitemaps_read[site] = read + 1
             return
-        if self._admission.admit(resolved) is not None:
+        if self._admission.admit_sitemap(resolved, named_in, from_robots) is not None:
             return
         if self._frontier.add(resolved, 1, time.monotonic(), kind=SITEMAP):
-            self._sitemaps_read[origin] = read + 1
+            self._sitemaps_read[site] = read + 1
+            self._sitemap_site[resolved] = site
 
     async def fetch_sitemap(self, job: FetchJob) -> None:
         """A sitemap job: its page URLs join the frontier at depth 1; child sitemaps follow."""
-        fetched = await self._requests.fetch(job, any_type=True)
+        # A longer one is read to the cap: the URLs before the cut are of use.
+        fetched = await self._requests.fetch(
+            job, any_type=True, prefix=self._settings.max_body_bytes
+        )
         result = fetched.result
         if result is None or result.body is None or not 200 <= result.status < 300:
             return
@@ -157,8 +179,9 @@ class Discovery:
         if sitemap.error:
             log.info("sitemap %s: %s", job.url, sitemap.error)
         await self._admission.follow_urls(sitemap.urls, job.depth)
+        site = self._sitemap_site.get(job.url, job.origin)
         for child in sitemap.sitemaps:
-            self._add_sitemap(child, job.url)
+            self._add_sitemap(child, job.url, site, from_robots=False)
 
 
 def _age_s(fetched_at: str) -> float:

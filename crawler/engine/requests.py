@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from crawler.engine.admission import Admission
-from crawler.errors import FetchError
+from crawler.errors import FetchError, TooManyRedirects
 from crawler.frontier.hosts import ROBOTS, FetchJob, Frontier
 from crawler.net.fetch import Fetcher, FetchResult, RedirectCheck
 from crawler.policy.retry import RetryPolicy, classify, parse_retry_after
@@ -37,6 +37,8 @@ class Fetched:
     result: FetchResult | None
     error: str | None
     retried: bool = False
+    redirects: bool = False
+    """The error was a redirect loop, or too many hops (``TooManyRedirects``)."""
 
 
 class Requests:
@@ -77,15 +79,16 @@ class Requests:
         *,
         any_type: bool = False,
         check_redirect: RedirectCheck | None = None,
+        prefix: int | None = None,
     ) -> Fetched:
         """Make the request for ``job`` and free its slots; classify the outcome.
         ``check_redirect``: the hops' vetting (a page's, ``Admission.check_redirect``, by
-        default)."""
+        default); ``prefix``: ``Fetcher.fetch``'s."""
         admission = self._admission
         start = time.monotonic()
         result: FetchResult | None = None
         error: str | None = admission.ssrf_check(job.url)
-        distress = False
+        distress = redirects = False
         known = job.known
         if error is None:
             try:
@@ -99,10 +102,11 @@ class Requests:
                     pace_hop=partial(admission.pace_hop, depth=job.depth,
                                      queue=job.kind != ROBOTS),
                     etag=known.etag if known else None,
-                    last_modified=known.last_modified if known else None,
+                    last_modified=known.last_modified if known else None, prefix=prefix,
                 )  # fmt: skip
             except FetchError as exc:
                 error, distress = exc.reason, exc.slows_host
+                redirects = isinstance(exc, TooManyRedirects)
                 log.info("failed %s: %s", job.url, exc.message)
             except asyncio.CancelledError:
                 # cancelled after a stop: free the slots; the URL stays queued in the store
@@ -126,7 +130,7 @@ class Requests:
                 self._frontier.retry(job, now + outcome.delay_s, now)
             self._counters.retries += 1
             return Fetched(None, None, retried=True)
-        return Fetched(result, error)
+        return Fetched(result, error, redirects=redirects)
 
 
 def _retry_after_s(result: FetchResult | None, max_s: float) -> float | None:

@@ -7,8 +7,9 @@ and paced by the caller), which bodies are HTML (the WHATWG MIME Sniffing standa
 and the translation of the client's and OS exceptions into ``FetchError``s (always chained).
 
 Invariants:
-- a ``FetchResult`` with a body holds the complete body: truncated or reset transfers raise;
-- a body is never larger than ``max_body_bytes``;
+- a ``FetchResult`` with a body holds the complete body: truncated or reset transfers raise
+  (but a ``prefix`` fetch's body, cut where it asked);
+- a body is never larger than ``max_body_bytes`` (or a fetch's ``prefix``);
 - a fetch never outlives ``timeout`` seconds, however slowly the server drips and however
   many hops it redirects through: one deadline covers every hop, the waits between them and
   the decoding; decoding a large body yields to the event loop between bounded steps;
@@ -38,6 +39,7 @@ from crawler.errors import (
     ProxyError,
     ProxyFailed,
     TooLarge,
+    TooManyRedirects,
 )
 from crawler.net import http
 from crawler.net.decoding import BodyDecoder, codings
@@ -238,11 +240,15 @@ class Fetcher:
         etag: str | None = None,
         last_modified: str | None = None,
         pace_hop: HopPacer | None = None,
+        prefix: int | None = None,
     ) -> FetchResult:
         """GET ``url``, following redirects that ``check_redirect`` allows, each hop after
         the wait ``pace_hop`` says (none without one).
 
         ``any_type`` downloads the body whatever its type (robots.txt, sitemaps).
+        ``prefix``: take at most this many bytes of body, as received and decoded alike,
+        and cut it there rather than fail it as too large (a robots.txt, of which only the
+        first 500 KiB count, RFC 9309 2.5; a sitemap, whose first part is of use).
         ``etag`` / ``last_modified`` make it a conditional GET (a 304 when unchanged).
         Raises a ``FetchError`` for transport failures, timeouts and oversize bodies.
         """
@@ -256,7 +262,7 @@ class Fetcher:
         deadline = self.deadlines.start()  # one for the whole fetch: hops, waits, decoding
         try:
             return await self._follow(url, check_redirect, pace_hop, any_type, conditional,
-                                      deadline.at)  # fmt: skip
+                                      deadline.at, prefix)  # fmt: skip
         except asyncio.CancelledError:
             if self.deadlines.timed_out(deadline):
                 raise FetchTimeout(
@@ -295,19 +301,20 @@ class Fetcher:
         any_type: bool,
         conditional: dict[str, str] | None,
         deadline_at: float,
+        prefix: int | None,
     ) -> FetchResult:
         current, visited = url, {url}
         loop = asyncio.get_running_loop()
         cookies_seen = self._session.cookies_set
         for _ in range(self._max_redirects + 1):
-            result = await self._get(url, current, any_type, conditional)
+            result = await self._get(url, current, any_type, conditional, prefix)
             if result.redirect_to is None:
                 return result
             target = result.redirect_to
             if self._session.cookies_set != cookies_seen:  # a cookie changed: so may the answer
                 cookies_seen, visited = self._session.cookies_set, set()
             if target in visited:
-                raise BadResponse(url, f"redirect loop at {target}")
+                raise TooManyRedirects(url, f"redirect loop at {target}")
             stop = check_redirect(target) if check_redirect is not None else None
             if stop is None and pace_hop is not None:
                 wait_s = pace_hop(target, deadline_at - loop.time())
@@ -319,14 +326,20 @@ class Fetcher:
                 return _replace_stopped(result, stop)
             visited.add(target)
             current = target
-        raise BadResponse(url, f"more than {self._max_redirects} redirects")
+        raise TooManyRedirects(url, f"more than {self._max_redirects} redirects")
 
     async def _get(
-        self, url: str, current: str, any_type: bool, conditional: dict[str, str] | None
+        self,
+        url: str,
+        current: str,
+        any_type: bool,
+        conditional: dict[str, str] | None,
+        prefix: int | None,
     ) -> FetchResult:
         resp = await self._session.get(
-            current, conditional, cap=self._max_body_bytes, record=self._keep_raw
-        )
+            current, conditional, cap=prefix or self._max_body_bytes, record=self._keep_raw,
+            cut=prefix is not None,
+        )  # fmt: skip
         try:
             status = resp.status
             headers = resp.headers
@@ -354,24 +367,26 @@ class Fetcher:
 
     async def _read(self, url: str, resp: http.Response) -> tuple[bytes, bytes]:
         """(the decoded body, the bytes as they came)."""
-        cap = self._max_body_bytes
+        cap, cut = resp.cap, resp.cut
         length = resp.content_length
-        if length is not None and length > cap:
+        if length is not None and length > cap and not cut:
             raise TooLarge(url, f"Content-Length {length} exceeds {cap} bytes")
         data = await resp.read()  # over the cap as received: ``fetch`` maps its BodyTooLarge
         encoding = resp.headers.get("content-encoding", "")
         if not codings(encoding):
             return data, data
         try:
-            decoder = BodyDecoder(encoding, cap)
+            decoder = BodyDecoder(encoding, cap, cut=cut)
             if len(data) <= _DECODE_STEP_BYTES:
-                return decoder.feed(data) + decoder.finish(), data
+                return decoder.feed(data) + decoder.finish(truncated=resp.truncated), data
             parts = []
             with memoryview(data) as view:
                 for start in range(0, len(data), _DECODE_STEP_BYTES):
                     parts.append(decoder.feed(bytes(view[start : start + _DECODE_STEP_BYTES])))
+                    if decoder.full:
+                        break
                     await asyncio.sleep(0)  # other work, and the deadline, between steps
-            parts.append(decoder.finish())
+            parts.append(decoder.finish(truncated=resp.truncated))
         except BodyTooLarge as exc:  # decoded over the cap: the message says "decompressed"
             raise TooLarge(url, str(exc)) from exc
         except BadEncoding as exc:

@@ -299,6 +299,45 @@ def test_robots_redirect_is_followed(db_path: str) -> None:
     assert skipped(db_path) == {site.url + "/secret/x": "robots"}
 
 
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+def test_a_robots_txt_over_the_body_cap_is_read_to_500_kib(db_path: str, encoding: str) -> None:
+    """RFC 9309 2.5: a crawler must parse at least 500 KiB of it. A longer one (here 2 MiB,
+    over a 100 KB ``--max-body-bytes``) is read to 500 KiB, not failed as too large (which
+    left the whole site unfetched): its rules there hold, a rule past it does not."""
+    text = "User-agent: *\nDisallow: /private\n" + "# padding\n" * 200_000 + "Disallow: /late\n"
+    body = text.encode() if encoding == "identity" else gzip.compress(text.encode())
+    headers = {"Content-Encoding": "gzip"} if encoding == "gzip" else None
+    with SiteServer() as site:
+        site.routes = {
+            "/robots.txt": text_handler(body, headers=headers),
+            "/": html_handler(anchors("/private/a", "/late", "/open")),
+        }
+        site.fallback = html_handler("<p>leaf</p>")
+        report = crawl([site.url + "/"], db_path, max_body_bytes=100_000)
+    assert sorted(site.paths()) == ["/", "/late", "/open", "/robots.txt"]
+    assert skipped(db_path) == {site.url + "/private/a": "robots"} and report.pages_ok == 3
+    [(status, stored)] = rows(db_path, "SELECT status, length(body) FROM robots")
+    assert status == 200 and stored == 500 * 1024 + 1  # the prefix; the cut line is dropped
+
+
+@pytest.mark.parametrize("chain", ["loop", "endless"])
+def test_robots_redirects_that_never_end_are_no_robots_txt(db_path: str, chain: str) -> None:
+    """RFC 9309 2.3.1.2: past five redirects the robots.txt may be taken as unavailable, a
+    4xx: allow all (as Google). A loop, and a chain longer than ``--max-redirects``, are
+    that, not a failure that leaves the site unfetched; nothing is cached."""
+    with SiteServer() as site:
+        if chain == "loop":
+            site.routes = {"/robots.txt": redirect("/r1"), "/r1": redirect("/robots.txt")}
+        else:
+            site.routes = {"/robots.txt": redirect("/r0")}
+            site.routes |= {f"/r{i}": redirect(f"/r{i + 1}") for i in range(10)}
+        site.fallback = html_handler(anchors("/a"))
+        report = crawl([site.url + "/"], db_path, max_redirects=5)
+    assert "/a" in site.paths() and report.pages_ok == 2
+    assert skipped(db_path) == {}
+    assert rows(db_path, "SELECT count(*) FROM robots") == [(0,)]
+
+
 def test_robots_txt_is_cached_for_the_next_run(db_path: str) -> None:
     with SiteServer() as site:
         site.routes = {
@@ -852,6 +891,53 @@ def test_sitemap_index_with_a_gzipped_sitemap(db_path: str, leaf_site: SiteServe
     crawl([site.url + "/"], db_path, sitemaps=True)
     assert sorted(site.paths()) == ["/", "/deep", "/index.xml", "/robots.txt", "/sm1.xml.gz"]
     assert page(db_path, site.url + "/deep")["status"] == 200
+
+
+def test_a_sitemap_over_the_body_cap_is_read_to_it(db_path: str, leaf_site: SiteServer) -> None:
+    """A sitemap longer than ``--max-body-bytes`` is read to the cap, not dropped: the URLs
+    listed before the cut are crawled, those after it are not."""
+    site = leaf_site
+    listed = [f"{site.url}/listed/{i:05d}" for i in range(2000)]  # ~100 KB
+    site.routes["/robots.txt"] = robots(f"Sitemap: {site.url}/sm.xml\n")
+    site.routes["/sm.xml"] = text_handler(urlset(*listed), "application/xml")
+    crawl([site.url + "/"], db_path, sitemaps=True, max_body_bytes=20_000)
+    fetched = [p for p in site.paths() if p.startswith("/listed/")]
+    assert 200 < len(fetched) < 500
+    assert sorted(fetched) == [u.removeprefix(site.url) for u in listed[: len(fetched)]]
+
+
+def test_a_sitemap_on_another_host_named_in_robots_txt_is_read(
+    db_path: str, leaf_site: SiteServer
+) -> None:
+    """sitemaps.org cross-submission: a robots.txt may name a sitemap on another host,
+    which may list this site's pages. It is read (that host's robots.txt first); its pages
+    in scope are crawled, the rest are not, and that host's own sitemaps are not asked for."""
+    site = leaf_site
+    with SiteServer() as other:
+        other.routes = {
+            "/robots.txt": robots("User-agent: *\nDisallow: /private\n"),
+            "/for-a.xml": text_handler(urlset(site.url + "/listed", other.url + "/x"), "text/xml"),
+        }
+        other.fallback = html_handler("<p>other</p>")
+        site.routes["/robots.txt"] = robots(f"Sitemap: {other.url}/for-a.xml\n")
+        crawl([site.url + "/"], db_path, sitemaps=True, allow_private=True)
+        assert sorted(other.paths()) == ["/for-a.xml", "/robots.txt"]
+    assert sorted(site.paths()) == ["/", "/listed", "/robots.txt"]
+
+
+def test_include_patterns_judge_a_sitemap_s_pages_not_the_sitemap(
+    db_path: str, leaf_site: SiteServer
+) -> None:
+    """``--include /blog/``: /sitemap.xml is still read, and the pages it lists under
+    /blog/ crawled (the patterns choose pages; a sitemap is how they are found)."""
+    site = leaf_site
+    site.routes["/robots.txt"] = robots("User-agent: *\nDisallow:\n")
+    site.routes["/sitemap.xml"] = text_handler(
+        urlset(site.url + "/blog/post", site.url + "/shop/item"), "application/xml"
+    )
+    crawl([site.url + "/blog/"], db_path, sitemaps=True, include=["/blog/"])
+    assert sorted(site.paths()) == ["/blog/", "/blog/post", "/robots.txt", "/sitemap.xml"]
+    assert skipped(db_path) == {site.url + "/shop/item": "include"}
 
 
 def test_default_sitemap_location_is_tried(db_path: str, leaf_site: SiteServer) -> None:
