@@ -287,6 +287,32 @@ def run_measured(
     return result
 
 
+def wait_for_background(
+    patterns: Sequence[str] = ("crawler.relevance.warmer",), timeout_s: float = 120.0
+) -> float:
+    """Wait until no process whose command line holds one of ``patterns`` runs (our crawl's
+    detached search-index warmer, which outlives the measured process): the next run, ours
+    or a peer's, must not share the CPU with it. Returns the seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        busy = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            if any(p in cmdline for p in patterns):
+                busy = True
+                break
+        if not busy:
+            break
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
 def tail(path: Path, lines: int = 15) -> str:
     """The last lines of a log file, for error messages."""
     try:
