@@ -38,14 +38,14 @@ _ZSTD_INPUT_STEP = (
 
 def _check(out: bytearray, limit: int) -> None:
     if len(out) > limit:  # ``limit`` is what is left of the cap: the message names no figure
-        raise _Over(bytes(out))
+        raise _Over(out)
 
 
 class _Over(BodyTooLarge):
     """A decoder's output went over what is left of the cap; ``partial``: that output (one
-    bounded step over), which a cutting ``BodyDecoder`` keeps up to the cap."""
+    bounded step over; not copied), which a cutting ``BodyDecoder`` keeps up to the cap."""
 
-    def __init__(self, partial: bytes) -> None:
+    def __init__(self, partial: bytearray) -> None:
         super().__init__(None, decoded=True)
         self.partial = partial
 
@@ -105,14 +105,15 @@ class _Brotli:
         out = bytearray()
         try:
             out += self._d.process(data, output_buffer_limit=min(_STEP_BYTES, limit + 1))
-            while (
-                len(out) <= limit
-                and not self._d.is_finished()
-                and not self._d.can_accept_more_data()
-            ):
-                out += self._d.process(
+            # Drained until it has nothing more for now (``can_accept_more_data`` is no
+            # test: it knows only ``decompress(max_length)``, not ``process``'s limit).
+            while len(out) <= limit and not self._d.is_finished():
+                more = self._d.process(
                     b"", output_buffer_limit=min(_STEP_BYTES, limit + 1 - len(out))
                 )
+                if not more:
+                    break
+                out += more
         except self._error as exc:
             raise BadEncoding(f"corrupt br data: {exc}") from exc
         _check(out, limit)
@@ -206,7 +207,7 @@ class BodyDecoder:
             if self.full:
                 return b""
             if tail:
-                tail = self._through(tail, index)
+                tail = self._stage(index, tail)
             try:
                 tail += decoder.finish()
             except BadEncoding:
@@ -216,15 +217,19 @@ class BodyDecoder:
 
     def _through(self, chunk: bytes, first: int) -> bytes:
         """``chunk`` through the decoders from ``first`` on."""
-        last = len(self._chain) - 1
-        for index in range(first, last + 1):
-            try:
-                chunk = self._chain[index].feed(chunk, self._max_bytes - self.size)
-            except _Over as over:
-                if not self._cut or index != last:
-                    raise BodyTooLarge(self._max_bytes, decoded=True) from None
-                return over.partial
+        for index in range(first, len(self._chain)):
+            chunk = self._stage(index, chunk)
         return chunk
+
+    def _stage(self, index: int, chunk: bytes) -> bytes:
+        """``chunk`` through decoder ``index``: over the cap, cut (the last stage, ``cut``)
+        or ``BodyTooLarge``."""
+        try:
+            return self._chain[index].feed(chunk, self._max_bytes - self.size)
+        except _Over as over:
+            if not self._cut or index != len(self._chain) - 1:
+                raise BodyTooLarge(self._max_bytes, decoded=True) from None
+            return bytes(over.partial)
 
     def _count(self, data: bytes) -> bytes:
         left = self._max_bytes - self.size
