@@ -162,18 +162,25 @@ class Deadlines:
     ``expired`` tells the task why it was cancelled.
     """
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(
+        self,
+        timeout_s: float,
+        loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.get_running_loop,
+    ) -> None:
+        """``loop``: gives the running loop (``HttpClient.loop``, which saves a system
+        call a request over ``asyncio.get_running_loop``)."""
         self.timeout_s = timeout_s
+        self.loop = loop
         self._entries: deque[_Deadline] = deque()
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> _Deadline:
         """The current task's request starts now; call ``end`` when it is over."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop()
         entries = self._entries
         while entries and entries[0].task is None:  # ended: forget them as we go
             entries.popleft()
-        deadline = _Deadline(asyncio.current_task(), loop.time() + self.timeout_s)
+        deadline = _Deadline(asyncio.current_task(loop), loop.time() + self.timeout_s)
         entries.append(deadline)
         if self._timer is None:
             self._timer = loop.call_at(deadline.at, self._expire)
@@ -224,7 +231,7 @@ class Fetcher:
         self._max_redirects = settings.max_redirects
         self._timeout_s = settings.timeout
         self._keep_raw = settings.store_body
-        self.deadlines = Deadlines(settings.timeout)
+        self.deadlines = Deadlines(settings.timeout, session.loop)
 
     def close(self) -> None:
         """The crawl is over: leave no timer behind on the event loop (a library user's
@@ -304,7 +311,7 @@ class Fetcher:
         prefix: int | None,
     ) -> FetchResult:
         current, visited = url, {url}
-        loop = asyncio.get_running_loop()
+        loop = self.deadlines.loop()
         cookies_seen = self._session.cookies_set
         for _ in range(self._max_redirects + 1):
             result = await self._get(url, current, any_type, conditional, prefix)

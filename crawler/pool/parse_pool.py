@@ -147,12 +147,14 @@ class ParsePool:
         self.batches = 0
         self.busy = 0
         self._opened_at = 0.0
+        self._loop: asyncio.AbstractEventLoop  # bound on opening (get_running_loop: a getpid)
 
     async def __aenter__(self) -> ParsePool:
         # Workers start (fork server preload, fork) while the crawl fetches robots.txt and
         # its first pages: requests made meanwhile wait in ``_waiting``.
         self._open = True
-        self._opened_at = asyncio.get_running_loop().time()
+        self._loop = asyncio.get_running_loop()
+        self._opened_at = self._loop.time()
         if self._here:
             log.warning("parsing in the crawl process: %s", IN_PROCESS_WHY)
             return self
@@ -210,7 +212,7 @@ class ParsePool:
 
     async def parse(self, job: ParseJob) -> Page:
         """Parse one page in a worker; raises ``ParseError`` if the worker could not."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         waiter: asyncio.Future[Page] = loop.create_future()
         self._jobs.append(job)
         self._waiters.append(waiter)
@@ -317,7 +319,7 @@ class ParsePool:
 
     def _arm(self, worker: Worker) -> None:
         """Time the worker's oldest outstanding request, which it is working on now."""
-        worker.timer = asyncio.get_running_loop().call_later(self._timeout_s, self._overdue, worker)
+        worker.timer = self._loop.call_later(self._timeout_s, self._overdue, worker)
 
     def _overdue(self, worker: Worker) -> None:
         """``worker`` spent ``timeout_s`` on one request: kill it, start another for the

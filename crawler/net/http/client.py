@@ -115,6 +115,16 @@ class HttpClient:
         self._closed = False
         self._read_view = memoryview(bytearray(READ_BYTES))
         """Where the event loop reads any of the connections' sockets (``Connection``)."""
+        self._bound: asyncio.AbstractEventLoop | None = None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the client works on, bound at its first use (a closed one is
+        replaced): ``asyncio.get_running_loop`` makes a ``getpid`` system call each time,
+        a few a request, which cost microseconds each in a VM."""
+        loop = self._bound
+        if loop is None or loop.is_closed():
+            loop = self._bound = asyncio.get_running_loop()
+        return loop
 
     async def __aenter__(self) -> HttpClient:
         return self
@@ -285,7 +295,7 @@ class HttpClient:
         idle = self._idle.get(key)
         if not idle:
             return None
-        now = asyncio.get_running_loop().time()
+        now = self.loop().time()
         while idle:
             conn = idle.pop()
             self._lru.pop(conn, None)
@@ -298,7 +308,7 @@ class HttpClient:
         if self._closed:
             conn.close()
             return
-        conn.idle_since = asyncio.get_running_loop().time()
+        conn.idle_since = self.loop().time()
         self._idle.setdefault(conn.key, []).append(conn)
         self._lru[conn] = None
         self._wake_one()

@@ -101,8 +101,7 @@ class Connection(asyncio.BufferedProtocol):
         self.response = response
         self.received = False
         self.framing.begin(response)
-        loop = asyncio.get_running_loop()
-        self.head = head = loop.create_future()
+        self.head = head = self.client.loop().create_future()
         self.transport.write(request)
         await head  # raises what _signal_head was given
 
