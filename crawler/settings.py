@@ -205,7 +205,8 @@ class Settings:
     )
     max_body_bytes: int = _setting(
         10 * 1024 * 1024,
-        "Largest body read (decompressed bytes); a larger response fails as too-large.",
+        "Largest body read (decompressed bytes); a larger page fails as too-large (a"
+        " sitemap is read to the cap; a robots.txt to 500 KiB).",
     )
     max_redirects: int = _setting(
         20, "Redirect hops followed per URL (as browsers, Scrapy and wget)."

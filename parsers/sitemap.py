@@ -78,9 +78,15 @@ class Sitemap:
 
 
 def parse_sitemap(
-    body: bytes, max_bytes: int = MAX_SITEMAP_BYTES, max_urls: int = MAX_SITEMAP_URLS
+    body: bytes,
+    max_bytes: int = MAX_SITEMAP_BYTES,
+    max_urls: int = MAX_SITEMAP_URLS,
+    *,
+    cut: bool = False,
 ) -> Sitemap:
     """Parse a sitemap body (XML or text, gzipped or not, told apart by content, not headers).
+    ``cut``: the body is a prefix (cut as it was received): its last text line, as the one
+    before a cap or a broken gzip stream, is no URL.
 
     >>> xml = b'<urlset><url><loc> https://example.com/a </loc></url></urlset>'
     >>> parse_sitemap(xml).urls
@@ -99,11 +105,12 @@ def parse_sitemap(
     if head.lstrip(_BOM + b" \t\r\n").startswith(b"<"):
         _parse_xml(rest, collector, truncated=lambda: source.truncated)
     else:
-        _parse_text(rest, collector, truncated=lambda: source.truncated)
+        _parse_text(rest, collector,
+                    truncated=lambda: cut or source.truncated or source.error is not None)  # fmt: skip
     return Sitemap(
         urls=tuple(collector.urls),
         sitemaps=tuple(collector.sitemaps),
-        truncated=source.truncated or collector.full,
+        truncated=cut or source.truncated or collector.full,
         error=collector.error or source.error,
     )
 

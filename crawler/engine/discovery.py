@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from crawler.engine.admission import Admission
 from crawler.engine.records import utc_now
@@ -23,7 +24,7 @@ from crawler.frontier.hosts import SITEMAP, FetchJob, Frontier
 from crawler.policy.robots import MAX_ROBOTS_BYTES, RobotsRules
 from crawler.pool.parse_pool import ParsePool
 from crawler.settings import Settings
-from parsers.links import resolve_url
+from parsers.links import resolve_url, url_origin
 from parsers.sitemap import parse_sitemap
 from storage.base import RobotsRecord, Store
 
@@ -33,9 +34,15 @@ ROBOTS_TTL_S = 24 * 3600
 ROBOTS_REDIRECT_TRIES = 3
 """Times a robots.txt whose redirect cannot be followed now (the target's host paced, the
 target refused, no Location) is asked for again before it counts as missing (a 404)."""
+ROBOTS_REDIRECTS = 5
+"""Hops a robots.txt's redirects are followed at least, whatever ``--max-redirects`` (RFC
+9309 2.3.1.2: "at least five"); past them it is missing (a 404)."""
 MAX_SITEMAPS = 1000
 """Sitemap documents read per origin and crawl at most (indexes can nest and fan out): one
 site's index of thousands cannot take another's turn."""
+MAX_SITEMAP_HOSTS = 5
+"""Origins out of scope one site's robots.txt may send the crawl to for sitemaps: a site
+names its own sitemap host or two (a CDN), not a list of others to be visited."""
 
 
 def robots_rules(status: int, body: bytes | None) -> RobotsRules | None:
@@ -72,6 +79,8 @@ class Discovery:
         """Sitemap documents queued, by the origin whose robots.txt led to them."""
         self._sitemap_site: dict[str, str] = {}
         """That origin, by sitemap URL queued."""
+        self._sitemap_hosts: dict[str, set[str]] = {}
+        """The origins out of scope each site's robots.txt named sitemaps on."""
 
     async def fetch(self, job: FetchJob) -> None:
         """The robots job of ``job.origin``: from the store's cache, or from the server."""
@@ -87,6 +96,7 @@ class Discovery:
         fetched = await self._requests.fetch(
             job, any_type=True, check_redirect=self._admission.check_robots_redirect,
             prefix=MAX_ROBOTS_BYTES + 1,  # a longer one is read to there (RFC 9309 2.5)
+            max_redirects=max(self._settings.max_redirects, ROBOTS_REDIRECTS),
         )  # fmt: skip
         if fetched.retried:
             return
@@ -105,6 +115,11 @@ class Discovery:
             self._known(job, RobotsRules.disallow_all(), "robots-unavailable")
             return
         body = result.body
+        if body is not None and result.truncated and len(body) <= MAX_ROBOTS_BYTES:
+            # cut short of the parser's cap (a compressed file cut as it came): its cut
+            # last line is dropped here, as the parser drops one cut at its cap
+            end = max(body.rfind(b"\n"), body.rfind(b"\r"))
+            body = body[: end + 1]
         await self._store.put_robots(RobotsRecord(job.origin, result.status, body, utc_now()))
         self._known(job, robots_rules(result.status, body), "robots")
 
@@ -156,23 +171,34 @@ class Discovery:
             return
         if self._admission.admit_sitemap(resolved, named_in, from_robots) is not None:
             return
+        if from_robots and not self._admission.scope.url_allowed(resolved):
+            elsewhere = self._sitemap_hosts.setdefault(site, set())
+            origin = url_origin(resolved)
+            if origin not in elsewhere and len(elsewhere) >= MAX_SITEMAP_HOSTS:
+                log.info("%s: sitemaps on more than %d other hosts; %s is not read",
+                         site, MAX_SITEMAP_HOSTS, resolved)  # fmt: skip
+                return
+            elsewhere.add(origin)
         if self._frontier.add(resolved, 1, time.monotonic(), kind=SITEMAP):
             self._sitemaps_read[site] = read + 1
             self._sitemap_site[resolved] = site
 
     async def fetch_sitemap(self, job: FetchJob) -> None:
         """A sitemap job: its page URLs join the frontier at depth 1; child sitemaps follow."""
-        # A longer one is read to the cap: the URLs before the cut are of use.
+        # A longer one is read to the cap: the URLs before the cut are of use. Its hops are
+        # vetted as a robots.txt's: a sitemap may be on another host (``admit_sitemap``).
         fetched = await self._requests.fetch(
-            job, any_type=True, prefix=self._settings.max_body_bytes
-        )
+            job, any_type=True, prefix=self._settings.max_body_bytes,
+            check_redirect=self._admission.check_robots_redirect,
+        )  # fmt: skip
         result = fetched.result
         if result is None or result.body is None or not 200 <= result.status < 300:
             return
         try:
             sitemap = await self._pool.call(
-                parse_sitemap, result.body, self._settings.max_body_bytes, 50_000
-            )
+                partial(parse_sitemap, cut=result.truncated),
+                result.body, self._settings.max_body_bytes, 50_000,
+            )  # fmt: skip
         except ParseTimeout as exc:
             log.warning("sitemap %s: %s", job.url, exc.message)
             return

@@ -80,10 +80,11 @@ class Requests:
         any_type: bool = False,
         check_redirect: RedirectCheck | None = None,
         prefix: int | None = None,
+        max_redirects: int | None = None,
     ) -> Fetched:
         """Make the request for ``job`` and free its slots; classify the outcome.
         ``check_redirect``: the hops' vetting (a page's, ``Admission.check_redirect``, by
-        default); ``prefix``: ``Fetcher.fetch``'s."""
+        default); ``prefix``, ``max_redirects``: ``Fetcher.fetch``'s."""
         admission = self._admission
         start = time.monotonic()
         result: FetchResult | None = None
@@ -103,6 +104,7 @@ class Requests:
                                      queue=job.kind != ROBOTS),
                     etag=known.etag if known else None,
                     last_modified=known.last_modified if known else None, prefix=prefix,
+                    max_redirects=max_redirects,
                 )  # fmt: skip
             except FetchError as exc:
                 error, distress = exc.reason, exc.slows_host

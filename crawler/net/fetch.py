@@ -99,6 +99,8 @@ class FetchResult:
     """``--store-body``: the body as received (before Content-Encoding decoding)."""
     headers_json: str | None = None
     """``--store-body``: status line, response and request headers, as JSON."""
+    truncated: bool = False
+    """A ``prefix`` fetch's body was cut there (as received, or once decoded)."""
 
     @property
     def is_html(self) -> bool:
@@ -248,6 +250,7 @@ class Fetcher:
         last_modified: str | None = None,
         pace_hop: HopPacer | None = None,
         prefix: int | None = None,
+        max_redirects: int | None = None,
     ) -> FetchResult:
         """GET ``url``, following redirects that ``check_redirect`` allows, each hop after
         the wait ``pace_hop`` says (none without one).
@@ -256,6 +259,7 @@ class Fetcher:
         ``prefix``: take at most this many bytes of body, as received and decoded alike,
         and cut it there rather than fail it as too large (a robots.txt, of which only the
         first 500 KiB count, RFC 9309 2.5; a sitemap, whose first part is of use).
+        ``max_redirects``: hops followed at most, instead of ``--max-redirects``.
         ``etag`` / ``last_modified`` make it a conditional GET (a 304 when unchanged).
         Raises a ``FetchError`` for transport failures, timeouts and oversize bodies.
         """
@@ -269,7 +273,7 @@ class Fetcher:
         deadline = self.deadlines.start()  # one for the whole fetch: hops, waits, decoding
         try:
             return await self._follow(url, check_redirect, pace_hop, any_type, conditional,
-                                      deadline.at, prefix)  # fmt: skip
+                                      deadline.at, prefix, max_redirects or self._max_redirects)  # fmt: skip
         except asyncio.CancelledError:
             if self.deadlines.timed_out(deadline):
                 raise FetchTimeout(
@@ -309,11 +313,12 @@ class Fetcher:
         conditional: dict[str, str] | None,
         deadline_at: float,
         prefix: int | None,
+        max_redirects: int,
     ) -> FetchResult:
         current, visited = url, {url}
         loop = self.deadlines.loop()
         cookies_seen = self._session.cookies_set
-        for _ in range(self._max_redirects + 1):
+        for _ in range(max_redirects + 1):
             result = await self._get(url, current, any_type, conditional, prefix)
             if result.redirect_to is None:
                 return result
@@ -333,7 +338,7 @@ class Fetcher:
                 return _replace_stopped(result, stop)
             visited.add(target)
             current = target
-        raise TooManyRedirects(url, f"more than {self._max_redirects} redirects")
+        raise TooManyRedirects(url, f"more than {max_redirects} redirects")
 
     async def _get(
         self,
@@ -357,23 +362,24 @@ class Fetcher:
                 return _redirect(url, current, resp, robots_tag)
             body: bytes | None = None
             raw: bytes | None = None
+            truncated = False
             if status != 304 and (
                 any_type or content_type in HTML_TYPES or unknown_type(content_type)
             ):
-                body, raw = await self._read(url, resp)
+                body, raw, truncated = await self._read(url, resp)
             nosniff = headers.get("x-content-type-options", "").strip().lower() == "nosniff"
             return FetchResult(
                 url, current, status, content_type, charset, body, robots_tag,
                 retry_after=headers.get("retry-after"), nosniff=nosniff,
                 etag=headers.get("etag"), last_modified=headers.get("last-modified"),
                 raw=raw if self._keep_raw and body is not None else None,
-                headers_json=_headers_json(resp) if self._keep_raw else None,
+                headers_json=_headers_json(resp) if self._keep_raw else None, truncated=truncated,
             )  # fmt: skip
         finally:
             resp.release()
 
-    async def _read(self, url: str, resp: http.Response) -> tuple[bytes, bytes]:
-        """(the decoded body, the bytes as they came)."""
+    async def _read(self, url: str, resp: http.Response) -> tuple[bytes, bytes, bool]:
+        """(the decoded body, the bytes as they came, whether it was cut at its cap)."""
         cap, cut = resp.cap, resp.cut
         length = resp.content_length
         if length is not None and length > cap and not cut:
@@ -381,24 +387,25 @@ class Fetcher:
         data = await resp.read()  # over the cap as received: ``fetch`` maps its BodyTooLarge
         encoding = resp.headers.get("content-encoding", "")
         if not codings(encoding):
-            return data, data
+            return data, data, resp.truncated
         try:
             decoder = BodyDecoder(encoding, cap, cut=cut)
-            if len(data) <= _DECODE_STEP_BYTES:
-                return decoder.feed(data) + decoder.finish(truncated=resp.truncated), data
             parts = []
-            with memoryview(data) as view:
-                for start in range(0, len(data), _DECODE_STEP_BYTES):
-                    parts.append(decoder.feed(bytes(view[start : start + _DECODE_STEP_BYTES])))
-                    if decoder.full:
-                        break
-                    await asyncio.sleep(0)  # other work, and the deadline, between steps
+            if len(data) <= _DECODE_STEP_BYTES:
+                parts.append(decoder.feed(data))
+            else:
+                with memoryview(data) as view:
+                    for start in range(0, len(data), _DECODE_STEP_BYTES):
+                        parts.append(decoder.feed(bytes(view[start : start + _DECODE_STEP_BYTES])))
+                        if decoder.full:
+                            break
+                        await asyncio.sleep(0)  # other work, and the deadline, between steps
             parts.append(decoder.finish(truncated=resp.truncated))
         except BodyTooLarge as exc:  # decoded over the cap: the message says "decompressed"
             raise TooLarge(url, str(exc)) from exc
         except BadEncoding as exc:
             raise BadResponse(url, str(exc)) from exc
-        return b"".join(parts), data
+        return b"".join(parts), data, resp.truncated or decoder.full
 
 
 def _redirect(url: str, current: str, resp: http.Response, robots_tag: str) -> FetchResult:

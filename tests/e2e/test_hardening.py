@@ -34,11 +34,14 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import brotli
 import pytest
 from aiohttp import web
 
 import crawler
 from crawler import CrawlReport, Settings
+from crawler.net.decoding import BodyDecoder
+from crawler.policy.robots import MAX_ROBOTS_BYTES
 from tests.sites import Handler, Hit, SiteServer, html_handler, max_concurrency, min_start_gap
 
 BASE: dict[str, Any] = {
@@ -182,6 +185,12 @@ def _raw_response(status: int, body: bytes, content_type: str | None) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
+def stored_gzip(data: bytes) -> bytes:
+    """``data`` gzipped without compression (stored blocks): a little longer than it."""
+    compressor = zlib.compressobj(0, zlib.DEFLATED, 31)
+    return compressor.compress(data) + compressor.flush()
+
+
 @functools.cache
 def gzip_bomb(megabytes: int = 100) -> bytes:
     """``megabytes`` MiB of zeros, gzipped (~100 KiB), compressed in 1 MiB steps so that the
@@ -318,6 +327,62 @@ def test_a_robots_txt_over_the_body_cap_is_read_to_500_kib(db_path: str, encodin
     assert skipped(db_path) == {site.url + "/private/a": "robots"} and report.pages_ok == 3
     [(status, stored)] = rows(db_path, "SELECT status, length(body) FROM robots")
     assert status == 200 and stored == 500 * 1024 + 1  # the prefix; the cut line is dropped
+
+
+def test_a_compressed_robots_txt_cut_as_it_came_loses_its_cut_line(db_path: str) -> None:
+    """A gzip robots.txt cut at 500 KiB on the wire decodes to less (stored blocks: gzip's
+    framing is on top): its cut last line is dropped too, or ``Allow: /private-exception/``
+    cut to ``Allow: /private`` would open what ``Disallow: /p`` closes."""
+    head, pad = b"User-agent: *\nDisallow: /p\n", b"# p\n" * 200_000
+    probe = BodyDecoder("gzip", MAX_ROBOTS_BYTES + 1, cut=True)
+    decoded = len(
+        probe.feed(stored_gzip(head + pad)[: MAX_ROBOTS_BYTES + 1]) + probe.finish(truncated=True)
+    )
+    line = b"Allow: /private-exception/\n"
+    filler = b"#" * (decoded - len(head) - len(b"Allow: /private") - 1) + b"\n"
+    text = head + filler + line + pad  # the wire's cut falls right after "Allow: /private"
+    with SiteServer() as site:
+        site.routes = {
+            "/robots.txt": text_handler(stored_gzip(text), headers={"Content-Encoding": "gzip"}),
+            "/": html_handler(anchors("/private/a", "/open")),
+        }
+        site.fallback = html_handler("<p>leaf</p>")
+        crawl([site.url + "/"], db_path)
+    assert sorted(site.paths()) == ["/", "/open", "/robots.txt"]
+    [(stored,)] = rows(db_path, "SELECT body FROM robots")
+    assert stored.endswith(b"\n") and not stored.endswith(b"Allow: /private")
+
+
+def test_a_robots_redirect_chain_is_followed_five_hops_whatever_max_redirects(db_path: str) -> None:
+    """RFC 9309 2.3.1.2: at least five hops. ``--max-redirects 1`` does not make a two-hop
+    robots.txt missing (allow all): its rules hold."""
+    with SiteServer() as site:
+        site.routes = {
+            "/robots.txt": redirect("/r1"),
+            "/r1": redirect("/real-robots.txt"),
+            "/real-robots.txt": robots("User-agent: *\nDisallow: /secret\n"),
+            "/": html_handler(anchors("/secret/a", "/open")),
+        }
+        site.fallback = html_handler("<p>leaf</p>")
+        crawl([site.url + "/"], db_path, max_redirects=1)
+    assert "/secret/a" not in site.paths() and "/open" in site.paths()
+    assert skipped(db_path) == {site.url + "/secret/a": "robots"}
+
+
+def test_a_brotli_page_of_many_decoding_steps_is_stored_whole(db_path: str) -> None:
+    """A br page decoding to several 64 KiB steps (~300 KB) is stored whole, not failed
+    as truncated."""
+    html = "<html><body>" + "".join(f"<p>paragraph {i} of the page</p>\n" for i in range(9000))
+    with SiteServer() as site:
+        site.routes = {
+            "/robots.txt": robots("User-agent: *\nDisallow:\n"),
+            "/": text_handler(brotli.compress(html.encode()), "text/html",
+                              headers={"Content-Encoding": "br"}),
+        }  # fmt: skip
+        crawl([site.url + "/"], db_path)
+    stored = page(db_path, site.url + "/")
+    assert stored["error"] is None and stored["status"] == 200
+    assert "paragraph 8999 of the page" in stored["text"]
 
 
 @pytest.mark.parametrize("chain", ["loop", "endless"])
@@ -893,16 +958,21 @@ def test_sitemap_index_with_a_gzipped_sitemap(db_path: str, leaf_site: SiteServe
     assert page(db_path, site.url + "/deep")["status"] == 200
 
 
-def test_a_sitemap_over_the_body_cap_is_read_to_it(db_path: str, leaf_site: SiteServer) -> None:
+@pytest.mark.parametrize("kind", ["xml", "text"])
+def test_a_sitemap_over_the_body_cap_is_read_to_it(
+    db_path: str, leaf_site: SiteServer, kind: str
+) -> None:
     """A sitemap longer than ``--max-body-bytes`` is read to the cap, not dropped: the URLs
-    listed before the cut are crawled, those after it are not."""
+    listed before the cut are crawled, those after it are not, and the line the cut falls
+    in (``/listed/01``...) is no URL."""
     site = leaf_site
     listed = [f"{site.url}/listed/{i:05d}" for i in range(2000)]  # ~100 KB
-    site.routes["/robots.txt"] = robots(f"Sitemap: {site.url}/sm.xml\n")
-    site.routes["/sm.xml"] = text_handler(urlset(*listed), "application/xml")
-    crawl([site.url + "/"], db_path, sitemaps=True, max_body_bytes=20_000)
-    fetched = [p for p in site.paths() if p.startswith("/listed/")]
-    assert 200 < len(fetched) < 500
+    body = urlset(*listed) if kind == "xml" else "\n".join(listed)
+    site.routes["/robots.txt"] = robots(f"Sitemap: {site.url}/sm.{kind}\n")
+    site.routes[f"/sm.{kind}"] = text_handler(body, f"application/{kind}")
+    crawl([site.url + "/"], db_path, sitemaps=True, max_body_bytes=20_005)
+    fetched = [p for p in site.paths() if p not in ("/", "/robots.txt", f"/sm.{kind}")]
+    assert 200 < len(fetched) < 600
     assert sorted(fetched) == [u.removeprefix(site.url) for u in listed[: len(fetched)]]
 
 
@@ -923,6 +993,23 @@ def test_a_sitemap_on_another_host_named_in_robots_txt_is_read(
         crawl([site.url + "/"], db_path, sitemaps=True, allow_private=True)
         assert sorted(other.paths()) == ["/for-a.xml", "/robots.txt"]
     assert sorted(site.paths()) == ["/", "/listed", "/robots.txt"]
+
+
+def test_one_robots_txt_sends_the_crawl_to_few_other_hosts_for_sitemaps(
+    db_path: str, leaf_site: SiteServer
+) -> None:
+    """A robots.txt naming sitemaps on eight other hosts has those on the first five read
+    (``MAX_SITEMAP_HOSTS``): a site cannot turn the crawl on a list of others."""
+    site = leaf_site
+    with contextlib.ExitStack() as stack:
+        others = [stack.enter_context(SiteServer()) for _ in range(8)]
+        for other in others:
+            other.routes = {"/robots.txt": robots("User-agent: *\nDisallow:\n"),
+                            "/sm.xml": text_handler(urlset(site.url + "/x"), "text/xml")}  # fmt: skip
+        site.routes["/robots.txt"] = robots("".join(f"Sitemap: {o.url}/sm.xml\n" for o in others))
+        crawl([site.url + "/"], db_path, sitemaps=True, allow_private=True)
+        asked = [o for o in others if o.paths()]
+    assert asked == others[:5]
 
 
 def test_include_patterns_judge_a_sitemap_s_pages_not_the_sitemap(
