@@ -2,7 +2,7 @@
 
 Owns: getting an origin's robots.txt (reused from the store for 24 h, else fetched, RFC 9309:
 2xx → its rules, of its first 500 KiB (a longer one is read to there); 4xx, or redirects
-that loop or go on past ``--max-redirects`` → allow all; 5xx, 429 or unreachable → retried,
+that loop or go on past ``ROBOTS_REDIRECTS`` (or ``--max-redirects``, if more) → allow all; 5xx, 429 or unreachable → retried,
 then nothing is fetched there, recorded as ``robots-unavailable``), and reading sitemaps
 (robots.txt ``Sitemap:`` lines, else ``/sitemap.xml``; sitemap indexes followed; one over
 ``--max-body-bytes`` read to there) into the frontier.
@@ -21,7 +21,7 @@ from crawler.engine.records import utc_now
 from crawler.engine.requests import Requests
 from crawler.errors import ParseTimeout
 from crawler.frontier.hosts import SITEMAP, FetchJob, Frontier
-from crawler.policy.robots import MAX_ROBOTS_BYTES, RobotsRules
+from crawler.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, without_cut_line
 from crawler.pool.parse_pool import ParsePool
 from crawler.settings import Settings
 from parsers.links import resolve_url, url_origin
@@ -116,10 +116,7 @@ class Discovery:
             return
         body = result.body
         if body is not None and result.truncated and len(body) <= MAX_ROBOTS_BYTES:
-            # cut short of the parser's cap (a compressed file cut as it came): its cut
-            # last line is dropped here, as the parser drops one cut at its cap
-            end = max(body.rfind(b"\n"), body.rfind(b"\r"))
-            body = body[: end + 1]
+            body = without_cut_line(body)  # cut short of the parser's cap: cut as it came
         await self._store.put_robots(RobotsRecord(job.origin, result.status, body, utc_now()))
         self._known(job, robots_rules(result.status, body), "robots")
 

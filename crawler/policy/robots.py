@@ -209,6 +209,13 @@ def product_token(user_agent: str) -> str:
 # --- parsing -------------------------------------------------------------------------------
 
 
+def without_cut_line(data: bytes) -> bytes:
+    """``data``, cut somewhere, to its last line end (the line the cut fell in is no rule:
+    ``Allow: /private`` may be the cut of ``Allow: /private-exception/``)."""
+    end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+    return data[: end + 1] if end >= 0 else data
+
+
 def _capped_bytes(content: bytes | str) -> bytes:
     if isinstance(content, str):
         # Each character is at least one byte, so cutting the text first loses nothing.
@@ -218,8 +225,7 @@ def _capped_bytes(content: bytes | str) -> bytes:
         ends_line = data[MAX_ROBOTS_BYTES:] in (b"\n", b"\r")
         data = data[:MAX_ROBOTS_BYTES]
         if not ends_line:
-            cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
-            data = data[:cut] if cut >= 0 else data
+            data = without_cut_line(data)
     # A (possibly partial) UTF-8 byte order mark at the very start is skipped, as the
     # reference does; anywhere else it is part of the line.
     for size in (3, 2, 1):
