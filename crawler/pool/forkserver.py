@@ -78,8 +78,8 @@ def prestart(main: bool = True, *, by_fork: bool = False) -> None:
         try:
             if by_fork and _fork_server_by_fork():
                 global _release_after_start
-                _release_after_start = _adopt()
-                atexit.register(release)  # see there
+                _release_after_start = sys.platform.startswith("linux")  # see _adopt
+                atexit.register(release, adopt=False)  # see there
             else:
                 forkserver.ensure_running()
         except OSError as exc:  # the pool tries again, and reports a real failure itself
@@ -87,7 +87,8 @@ def prestart(main: bool = True, *, by_fork: bool = False) -> None:
 
 
 _release_after_start = False
-"""Set by ``prestart(by_fork=True)`` where this process adopts its orphans (``_adopt``)."""
+"""Set by ``prestart(by_fork=True)`` on Linux, where this process can adopt its orphans
+(``_adopt``, when ``release`` ends the fork server)."""
 
 
 def release_after_start() -> bool:
@@ -97,19 +98,20 @@ def release_after_start() -> bool:
     return _release_after_start
 
 
-def release() -> None:
+def release(adopt: bool = True) -> None:
     """End the fork server, if one runs: its memory (the preload, and every page of it that
     the workers have written to since, which copy-on-write left to it alone) is a fifth of
     the crawl's whole footprint. A worker started later (one that died, or overran its
     parse time) gets a new one from ``multiprocessing``, as at the first start: the fields
     are left as ``ForkServer.ensure_running`` leaves a dead one's. The workers it forked
-    live on, adopted by this process (``_adopt``); ``crawler.pool.workers.kill`` and
-    ``join`` end and reap them by pid, as ``multiprocessing`` no longer can.
+    live on, adopted by this process (``adopt``: ``_adopt``, first; where that fails, the
+    fork server is left running); ``crawler.pool.workers.kill`` and ``join`` end and reap
+    them by pid, as ``multiprocessing`` no longer can.
 
-    The ``crawl`` command also calls it at its exit: a crawl shorter than the preload (one
-    page) does not wait for it (``crawler.pool.workers.start_in_daemon_thread``), and the
-    fork server would otherwise finish preloading, a core's fraction of a second, for
-    nobody."""
+    The ``crawl`` command also calls it at its exit, with no adoption (the pool has joined
+    its workers; this process ends): a crawl shorter than the preload (one page) does not
+    wait for it (``crawler.pool.workers.start_in_daemon_thread``), and the fork server
+    would otherwise finish preloading, a core's fraction of a second, for nobody."""
     from multiprocessing import forkserver
 
     server: Any = forkserver._forkserver
@@ -118,7 +120,7 @@ def release() -> None:
         return
     with server._lock:
         pid = server._forkserver_pid
-        if pid is None:
+        if pid is None or (adopt and not _adopt()):
             return
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
@@ -144,7 +146,8 @@ def _adopt() -> bool:
     """Make this process the parent of its orphaned descendants (Linux's child subreaper):
     the workers, once their fork server has ended, stay this process's children (for the
     process tree a user or a benchmark sees, and for their exit status); ``False`` where
-    that cannot be done."""
+    that cannot be done. Only when the fork server is about to end (``release``): ctypes is
+    a few milliseconds of a one-page crawl's start, which never ends it early."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from datetime import UTC, datetime
 
 from storage import segments
 from storage.base import StoreError
-from storage.schema import LATEST_VERSION, MIGRATIONS_TABLE, pending, split_statements
+from storage.sqlite.migrate import migrate
 from storage.sqlite.read import connect_readonly
 
 _READ_CHUNK = 2000
@@ -32,7 +31,8 @@ def connect(path: str, read_only: bool = False) -> tuple[sqlite3.Connection, boo
         if writable:
             connection = sqlite3.connect(path, isolation_level=None, timeout=30)
             connection.execute("PRAGMA busy_timeout=30000")
-            _migrate(connection)
+            # not made by a crawl (or empty): the store's first open migrates it
+            migrate(connection, path, new_too=False)
             connection.execute("SELECT 1 FROM pages LIMIT 1")
         else:
             connection = connect_readonly(path)  # a read-only disk too
@@ -40,28 +40,6 @@ def connect(path: str, read_only: bool = False) -> tuple[sqlite3.Connection, boo
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: not a crawl database ({exc})") from exc
     return connection, writable
-
-
-def _migrate(connection: sqlite3.Connection) -> None:
-    connection.execute(MIGRATIONS_TABLE)
-    applied = {row[0] for row in connection.execute("SELECT version FROM schema_migrations")}
-    if not applied:
-        return  # not made by a crawl (or empty): the store's first open migrates it
-    if max(applied) > LATEST_VERSION:
-        raise StoreError(f"database schema version {max(applied)} is newer than this crawler")
-    for migration in pending(applied):
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in split_statements(migration.sql):
-                connection.execute(statement)
-            connection.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.name, datetime.now(UTC).isoformat()),
-            )
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
 
 
 class SQLiteIndexTables:

@@ -16,7 +16,6 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 import aiosqlite
 
@@ -32,13 +31,8 @@ from storage.base import (
     StoreRefused,
     UrlRecord,
 )
-from storage.schema import (
-    DEAD_RUN_COUNTS,
-    LATEST_VERSION,
-    MIGRATIONS_TABLE,
-    pending,
-    split_statements,
-)
+from storage.schema import DEAD_RUN_COUNTS
+from storage.sqlite.migrate import prepare
 from storage.sqlite.sql import (
     ADD_SAMPLE,
     CLAIM,
@@ -99,31 +93,6 @@ def _unbind(connection: sqlite3.Connection, unbind: list[tuple[str, tuple]]) -> 
         connection.execute("RELEASE unbind")
 
 
-async def _migrate(db: aiosqlite.Connection, path: str) -> None:
-    """Bring the database to the latest schema, one transaction per migration."""
-    await db.execute(MIGRATIONS_TABLE)
-    async with db.execute("SELECT version FROM schema_migrations") as cursor:
-        applied = {row[0] async for row in cursor}
-    if applied and max(applied) > LATEST_VERSION:
-        raise StoreRefused(
-            f"{path}: database schema version {max(applied)} is newer than this crawler "
-            f"({LATEST_VERSION}); upgrade the crawler"
-        )
-    for migration in pending(applied):
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in split_statements(migration.sql):
-                await db.execute(statement)
-            await db.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.name, datetime.now(UTC).isoformat()),
-            )
-        except BaseException:
-            await db.execute("ROLLBACK")
-            raise
-        await db.execute("COMMIT")
-
-
 def check_location(path: str) -> None:
     """Refuse early, with a clear message (``StoreRefused``), an empty path, a folder, or a
     path whose folder is missing or read-only: before a crawl takes its lock beside it.
@@ -179,24 +148,9 @@ class SQLiteStore:
             self._db = await aiosqlite.connect(
                 self.path, isolation_level=None, cached_statements=STATEMENT_CACHE
             )
-            # 16 KiB pages for a new database (no effect on an existing one): a page's
-            # ~20 KB of text spans 2 pages instead of 6, which cuts SQLite's CPU for writing
-            # pages, for a slightly larger file (bench/RESULTS.md).
-            await self._db.execute("PRAGMA page_size=16384")
-            await self._db.execute("PRAGMA journal_mode=WAL")
-            await self._db.execute("PRAGMA synchronous=NORMAL")
-            await self._db.execute("PRAGMA busy_timeout=10000")
-            # 8 MiB of page cache (default 2 MiB): the urls table's unique index takes
-            # random inserts; with millions of URLs a small cache turns each into a read.
-            # The size trades a little speed for memory (bench/memory_bench.py, 1 M URLs).
-            await self._db.execute("PRAGMA cache_size=-8192")
-            await self._db.execute("PRAGMA foreign_keys=ON")
-            # Statement journals in memory: a multi-row upsert inside a transaction keeps one
-            # (the rows before it, should a constraint abort it), which SQLite spills to a temp
-            # file past 64 KiB: with 16 KiB pages, most batches would write to a deleted
-            # temp file (strace shows it), none with this.
-            await self._db.execute("PRAGMA temp_store=MEMORY")
-            await _migrate(self._db, self.path)
+            # the settings and the schema in one hop to the connection's thread (see there),
+            # through aiosqlite's own queue (private, in every release this project allows)
+            await self._db._execute(prepare, self._db._conn, self.path)
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             error = StoreRefused if _not_sqlite(exc) else StoreError
