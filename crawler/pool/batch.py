@@ -20,13 +20,12 @@ from parsers.page import Page, ParseFailure, ParseJob
 
 if TYPE_CHECKING:
     from crawler.pool.parse_pool import ParsePool
-    from crawler.pool.workers import Request
 
 
 class Batch:
     """``jobs`` sent as one request, ``waiters`` their futures (in order)."""
 
-    __slots__ = ("jobs", "pool", "request", "waiters")
+    __slots__ = ("jobs", "pool", "waiters")
 
     def __init__(
         self, pool: ParsePool, jobs: list[ParseJob], waiters: list[asyncio.Future[Page]]
@@ -34,8 +33,9 @@ class Batch:
         self.pool = pool
         self.jobs = jobs
         self.waiters = waiters
-        self.request: Request | None = None
-        """The request that carries it (set once sent)."""
+        # No reference to the request that carries it: the request holds ``reply`` (this
+        # batch), so the two would be a cycle, its bodies left to the cyclic collector,
+        # which a crawl runs seldom (``crawler.cli.tuning``): every page's body, kept.
 
     def reply(self, ok: bool, results: Any) -> None:
         """The worker's answer: a result per page, or one error for every page."""
@@ -75,12 +75,12 @@ class Batch:
             message = f"not parsed within {limit:g} s (its worker was replaced)"
             self.waiters[0].set_exception(ParseTimeout(self.jobs[0].url, message))
 
-    def crashed(self) -> bool | None:
-        """Its worker died working on it (``Request.on_crash``): ``None``, send it again;
-        ``False``, split; ``True``, failed as the page two workers died on."""
+    def crashed(self, deaths: int) -> bool | None:
+        """Its worker died working on it, the ``deaths``-th to (``Request.on_crash``):
+        ``None``, send it again; ``False``, split; ``True``, failed as the page two workers
+        died on."""
         if len(self.jobs) > 1:
             return self.split()
-        deaths = self.request.deaths if self.request is not None else 0
         if deaths < 2 or not self.pool.batches:
             return None
         self.pool.busy -= 1

@@ -256,9 +256,7 @@ class ParsePool:
         """Send ``jobs`` as one request; ``crawler.pool.batch.Batch`` settles ``waiters``."""
         self.busy += 1
         batch = Batch(self, jobs, waiters)
-        batch.request = self._request(
-            parse_batch, (jobs,), batch.reply, batch.timed_out, batch.crashed
-        )
+        self._request(parse_batch, (jobs,), batch.reply, batch.timed_out, batch.crashed)
 
     def _request(
         self,
@@ -266,28 +264,27 @@ class ParsePool:
         args: tuple[Any, ...],
         reply: Reply,
         on_timeout: Callable[[], None] | None = None,
-        on_crash: Callable[[], bool | None] | None = None,
-    ) -> Request:
-        request = Request([], reply, function, args, on_timeout, on_crash)
+        on_crash: Callable[[int], bool | None] | None = None,
+    ) -> None:
         if not self._open or self._closing:
             reply(False, CrawlerError("parse pool is closed"))
-            return request
+            return
         if self._broken is not None and not self._here:
             reply(False, self._broken)
-            return request
+            return
         if self._here:
             asyncio.get_running_loop().call_soon(run_here, function, args, reply, self._extract)
-            return request
+            return
         try:
-            request.parts = wire.encode((function, args))  # bodies beside the pickle
+            parts = wire.encode((function, args))  # bodies beside the pickle, not copied in
         except Exception as exc:  # a job that cannot travel: the caller's error
             reply(False, exc)
-            return request
+            return
+        request = Request(parts, reply, function, args, on_timeout, on_crash)
         if self._live:
             min(self._live, key=load).send(request)
         else:
             self._waiting.append(request)
-        return request
 
     @property
     def ready(self) -> bool:
@@ -460,7 +457,7 @@ class ParsePool:
             request.deaths += 1
             # Pages are charged for a death, not the pool, once workers have shown they work.
             explained = request.on_crash is not None and self.batches > 0
-            handled = request.on_crash() if request.on_crash is not None else None
+            handled = request.on_crash(request.deaths) if request.on_crash is not None else None
             if handled is None and request.deaths < 3:
                 resend.appendleft(request)
             elif handled is None:  # no pages to split into (a sitemap, a call): the cause

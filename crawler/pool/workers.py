@@ -69,7 +69,7 @@ class Request:
         function: Callable[..., Any],
         args: tuple[Any, ...],
         on_timeout: Callable[[], None] | None = None,
-        on_crash: Callable[[], bool | None] | None = None,
+        on_crash: Callable[[int], bool | None] | None = None,
     ) -> None:
         self.parts = parts
         """The message (``parsers.wire.encode``): placed when sent, again if sent again."""
@@ -80,9 +80,10 @@ class Request:
         self.on_timeout = on_timeout
         """Called instead of ``reply`` when a worker spent the pool's ``timeout_s`` on it."""
         self.on_crash = on_crash
-        """Called when a worker died holding it: ``None``, send it again; ``False``, it was
-        split into its pages (sent instead); ``True``, it failed as the page a worker died
-        on before (the death is explained)."""
+        """Called with ``deaths`` when a worker died holding it: ``None``, send it again;
+        ``False``, it was split into its pages (sent instead); ``True``, it failed as the
+        page a worker died on before (the death is explained). Nothing it holds may refer
+        to this request: the two would be a cycle, which a crawl collects seldom."""
         self.deaths = 0
         """Workers that died while they held it."""
 
