@@ -121,7 +121,7 @@ def main() -> int:
     with open(args.out, "w") as out:
         crawler = Crawler(args.seed, out, args.concurrency, args.max_pages)
         uvloop.run(crawler.run(args.seed))
-    summary = {"pages": crawler.pages, "errors": crawler.errors, "seen": len(crawler.frontier.seen)}
+    summary = {"pages": crawler.pages, "errors": crawler.errors, "seen": len(crawler.seen)}
     summary["seconds"] = round(time.perf_counter() - start, 3)
     print(json.dumps(summary))
     return 0
