@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import sqlite3
 import time
@@ -311,3 +312,32 @@ def test_a_failure_of_the_terms_for_a_page_parsed_here_is_the_pages_alone(
     parsed = rows(db, "SELECT count(*) FROM pages WHERE error IS NULL AND tokens NOTNULL")[0][0]
     html = rows(db, "SELECT count(*) FROM pages WHERE status = 200 AND content_type = 'text/html'")
     assert failed >= 1 and failed + parsed == html[0][0] > 100  # each page parsed or failed
+
+
+def test_a_crawl_frees_its_pages_by_reference_counting(tmp_path: Path) -> None:
+    """What a crawl holds of each page (its response, body, parse job and result, the
+    record written) is freed as the page is done, not left to the cyclic collector: the
+    ``crawl`` command runs that seldom (``crawler.cli.tuning``), so one cycle a page keeps
+    every body of a crawl (as a parse request and its batch once did: 350 MB on the
+    10,000-page bench site). Counted with the collector off, after an 800-page crawl (most
+    of it parsed by the workers, not by the crawl process while they start)."""
+    from crawler.net.fetch import FetchResult
+    from crawler.net.http.response import Response
+    from parsers.page import Page, ParseJob
+    from storage.base import PageRecord
+
+    kinds = (Response, FetchResult, ParseJob, Page, PageRecord)
+    body = "<p>" + "filler text " * 400 + "</p>"
+    with SiteServer({"/robots.txt": html_handler("", status=404)}) as site:
+        site.fallback = html_handler(
+            "<title>p</title>" + body + "".join(f'<a href="/p{i}">{i}</a>' for i in range(800))
+        )
+        gc.collect()
+        gc.disable()
+        try:
+            report = crawler.run([site.url + "/"], Settings(db=str(tmp_path / "c.db"), **FAST))
+            alive = Counter(type(o).__name__ for o in gc.get_objects() if isinstance(o, kinds))
+        finally:
+            gc.enable()
+    assert report.pages_ok == 801
+    assert all(count <= 40 for count in alive.values()), alive
