@@ -8,17 +8,21 @@ own pid file, error log and temp paths under bench/work/nginx-PORT/, `access_log
     with Nginx(site_dir, port) as server:
         ...  # http://127.0.0.1:{port}/ serves site_dir
 
-Run alone (`python bench/nginx.py DIR [--port P]`) it serves DIR until Ctrl-C or SIGTERM.
+Run alone (`python bench/nginx.py DIR [--port P]`) it serves DIR until Ctrl-C or SIGTERM; a
+synthetic site (`bench/sitegen.py`) by default on the port its absolute links name, and with
+a warning on another (those links would then leave a crawl's scope, and skew its profile).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shutil
 import signal
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 from benchlib import WORK_DIR, free_port, tree_cpu_s, wait_for_port
@@ -138,13 +142,28 @@ class Nginx:
         self.stop()
 
 
+def site_port(root: Path) -> int | None:
+    """The port a synthetic site (``bench/sitegen.py``) was generated for, from the
+    ``base_url`` of its ``site.json``; ``None`` for any other directory."""
+    try:
+        summary = json.loads((root / "site.json").read_text())
+        return urllib.parse.urlsplit(summary["base_url"]).port
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
+    made_for = site_port(args.root)
+    port = free_port(args.port or made_for or 0)
+    if made_for is not None and port != made_for:
+        print(f"WARNING: {args.root} was generated for port {made_for} (its site.json): its "
+              f"absolute links point there, out of the scope of a crawl of port {port}")  # fmt: skip
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop nginx on SIGTERM too
-    with Nginx(args.root, free_port(args.port)) as server:
+    with Nginx(args.root, port) as server:
         print(f"serving until Ctrl-C: {server.base_url}/")
         with contextlib.suppress(KeyboardInterrupt):
             server.proc.wait()  # type: ignore[union-attr]
