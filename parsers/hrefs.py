@@ -29,9 +29,9 @@ def _table(chars: bytes) -> npt.NDArray[np.uint8]:
 
 
 _ALNUM = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_PATH_OK = _table(_ALNUM + b"._~/-")
-"""``parsers.links._SAFE_PATH``'s characters."""
-_QUERY_OK = _table(_ALNUM + b"._~/=&-")
+_PATH_OK = _table(_ALNUM + b"._~/-!$()*+,;=")
+"""``parsers.links._SAFE_PATH``'s characters (see ``parsers.links._PLAIN``)."""
+_QUERY_OK = _table(_ALNUM + b"._~/=&-!$()*+,;:@")
 """``parsers.links._SAFE_QUERY``'s characters."""
 _HOST_OK = _table(b"abcdefghijklmnopqrstuvwxyz0123456789-.")
 """What ``parsers.links._PLAIN_ORIGIN`` allows in a host name (and the dots between labels)."""
