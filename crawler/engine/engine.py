@@ -254,6 +254,7 @@ class Engine:
             deadline = asyncio.get_running_loop().call_later(
                 settings.max_time, self.stop, "max-time"
             )
+        parse_here = self.hooks.extract is None and _usable_cpus() > 1
         async with (
             open_session(settings, self._host_allowed, self._credentials, self._network) as session,
             ParsePool(
@@ -262,11 +263,12 @@ class Engine:
                 main=self._main,
                 timeout_s=settings.parse_timeout,
                 in_process=self._workers_unusable,
+                start=not parse_here,  # else at the second page (``_next_job``)
             ) as pool,
         ):
             fetcher = Fetcher(session, settings)
             self._pool = pool
-            self._wire(fetcher, pool)
+            self._wire(fetcher, pool, parse_here)
             try:
                 async with asyncio.TaskGroup() as tasks:
                     self._tasks = tasks
@@ -300,7 +302,7 @@ class Engine:
             return "finished", "max-pages"
         return "finished", "done"
 
-    def _wire(self, fetcher: Fetcher, pool: ParsePool) -> None:
+    def _wire(self, fetcher: Fetcher, pool: ParsePool, parse_here: bool) -> None:
         """The components that need the session and the pool, once they are open."""
         settings = self.settings
         requests = Requests(
@@ -325,7 +327,7 @@ class Engine:
             templates=self._templates,
             focus=self._focus,
             counters=self.counters,
-            parse_here=self.hooks.extract is None and _usable_cpus() > 1,
+            parse_here=parse_here,
             room=self._writer.room,
         )
         self._discovery = Discovery(
@@ -375,6 +377,8 @@ class Engine:
                 if isinstance(item, FetchJob):
                     if item.kind == PAGE and item.attempt == 0:
                         self._issued += 1
+                        if self._issued == 2 and self._pool is not None:
+                            self._pool.start()  # the first page is parsed here (``Pages``)
                     return item
                 wait_until = item
                 if window.shared and wait_until is None and window.refilling is None:

@@ -51,7 +51,6 @@ import multiprocessing
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -59,25 +58,24 @@ from crawler.errors import CrawlerError, ParseCrash, ParseTimeout
 from crawler.pool.batch import Batch
 from crawler.pool.forkserver import context as _context
 from crawler.pool.forkserver import release as release_fork_server
-from crawler.pool.forkserver import release_after_start, without_main
+from crawler.pool.forkserver import release_after_start
 from crawler.pool.here import IN_PROCESS_WHY, run_here
 from crawler.pool.workers import (
     Reply,
     ReplyReader,
     Request,
+    Spawned,
     Worker,
     join,
     kill,
     load,
-    make_rings,
+    spawn,
     start_in_daemon_thread,
-    widen_pipe,
 )
 from parsers import wire
 from parsers.page import Page, ParseJob
 from parsers.ring import HEADER_BYTES as RING_HEADER_BYTES
-from parsers.ring import Ring
-from parsers.worker import parse_batch, serve
+from parsers.worker import parse_batch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -108,10 +106,12 @@ class ParsePool:
         timeout_s: float = 5.0,
         main: bool = False,
         in_process: bool = False,
+        start: bool = True,
     ) -> None:
         """``timeout_s``: how long a worker may work on one request; ``main``: workers
         import the script running as ``__main__`` (where ``extract`` is defined);
-        ``in_process``: no workers, everything is parsed in this process."""
+        ``in_process``: no workers, everything is parsed in this process; ``start``: the
+        workers start as the pool opens, else at its first request or ``start()``."""
         if ring_bytes and ring_bytes <= RING_HEADER_BYTES:
             raise ValueError(f"ring_bytes: 0 (no rings) or more than {RING_HEADER_BYTES}")
         self.workers = workers
@@ -142,6 +142,8 @@ class ParsePool:
         self._open = False
         self._starting: set[asyncio.Task[None]] = set()
         self._forked = False
+        self._start_at_open = start
+        self._started = False
         self._coming = 0
         """Workers starting (``_run_worker`` running)."""
         self.batches = 0
@@ -150,17 +152,27 @@ class ParsePool:
         self._loop: asyncio.AbstractEventLoop  # bound on opening (get_running_loop: a getpid)
 
     async def __aenter__(self) -> ParsePool:
-        # Workers start (fork server preload, fork) while the crawl fetches robots.txt and
-        # its first pages: requests made meanwhile wait in ``_waiting``.
+        # Workers start (fork server preload, fork) while the crawl goes on: requests made
+        # meanwhile wait in ``_waiting``.
         self._open = True
         self._loop = asyncio.get_running_loop()
         self._opened_at = self._loop.time()
         if self._here:
             log.warning("parsing in the crawl process: %s", IN_PROCESS_WHY)
-            return self
+        elif self._start_at_open:
+            self.start()
+        return self
+
+    def start(self) -> None:
+        """Start the workers, once: as the pool opens, or (``start=False``) when its first
+        request comes or its user knows that work will (a crawl of one page parses it in
+        its own process, ``ready``, and starts none: their start, fork and exit would be
+        a tenth of its run). Nothing while the pool is closed or parses here."""
+        if self._started or self._here or not self._open or self._closing:
+            return
+        self._started = True
         for _ in range(self.workers):
             self._start_worker()
-        return self
 
     async def __aexit__(
         self,
@@ -281,6 +293,7 @@ class ParsePool:
             reply(False, exc)
             return
         request = Request(parts, reply, function, args, on_timeout, on_crash)
+        self.start()
         if self._live:
             min(self._live, key=load).send(request)
         else:
@@ -288,8 +301,9 @@ class ParsePool:
 
     @property
     def ready(self) -> bool:
-        """Whether a worker has been started: ``False`` while the pool waits for the fork
-        server's preload at its start. Read by the crawl to parse its first pages itself;
+        """Whether a worker has been started: ``False`` before ``start``, and while the pool
+        waits for the fork server's preload at its start. Read by the crawl to parse its
+        first pages itself;
         set by the starting thread itself (``_spawn``) as soon as a worker is forked, not
         some loop turns later when it is connected: a turn can be long then (pages parsed in
         the crawl process), and each one more is one more page parsed there, not in a
@@ -401,39 +415,10 @@ class ParsePool:
         for _ in range(-(-len(waiting) // self._coming)):
             worker.send(waiting.popleft())
 
-    def _spawn(
-        self,
-    ) -> tuple[
-        multiprocessing.process.BaseProcess, Connection, Connection, tuple[Ring, Ring] | None
-    ]:
-        context = _context(self._main)
-        their_requests, requests = context.Pipe(duplex=False)
-        replies, their_replies = context.Pipe(duplex=False)
-        for connection in (requests, replies):
-            widen_pipe(connection)
-        rings = make_rings(self._ring_bytes)
-        process = context.Process(  # type: ignore[attr-defined]
-            target=serve,
-            args=(their_requests, their_replies, self._extract,
-                  None if rings is None else (rings[0].shared(), rings[1].shared())),
-            name="crawl-parse",
-            daemon=True,
-        )  # fmt: skip
-        try:
-            if self._main:
-                process.start()
-            else:
-                with without_main():
-                    process.start()
-            self._forked = True  # in this thread: see ``ready``
-        except BaseException:
-            for ring in rings or ():
-                ring.close()
-            raise
-        finally:
-            their_requests.close()  # the worker holds its own copies now
-            their_replies.close()
-        return process, requests, replies, rings
+    def _spawn(self) -> Spawned:
+        spawned = spawn(_context(self._main), self._main, self._extract, self._ring_bytes)
+        self._forked = True  # in this thread: see ``ready``
+        return spawned
 
     def _lost(self, worker: Worker) -> None:
         """A worker's reply pipe closed: it died (or the pool is closing)."""

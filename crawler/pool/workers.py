@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import logging
 import multiprocessing
+import multiprocessing.context
 import os
 import select
 import signal
@@ -24,10 +25,11 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from crawler.pool.forkserver import released
+from crawler.pool.forkserver import released, without_main
 from parsers import wire
 from parsers.ring import Ring
 from parsers.ring import available as ring_available
+from parsers.worker import serve
 
 log = logging.getLogger(__name__)
 
@@ -296,6 +298,39 @@ def _adopted(process: multiprocessing.process.BaseProcess) -> bool:
 
 Spawned = tuple[multiprocessing.process.BaseProcess, Connection, Connection, Any]
 """A started worker: its process, its request and reply pipes, its rings (or ``None``)."""
+
+
+def spawn(
+    context: multiprocessing.context.BaseContext,
+    main: bool,
+    extract: Callable[[Any, str], Any] | None,
+    ring_bytes: int,
+) -> Spawned:
+    """Start a worker (``parsers.worker.serve``) in ``context``, with its pipes and rings;
+    it imports the script running as ``__main__`` only when ``main``. Blocks until forked."""
+    their_requests, requests = context.Pipe(duplex=False)
+    replies, their_replies = context.Pipe(duplex=False)
+    for connection in (requests, replies):
+        widen_pipe(connection)
+    rings = make_rings(ring_bytes)
+    process = context.Process(  # type: ignore[attr-defined]
+        target=serve,
+        args=(their_requests, their_replies, extract,
+              None if rings is None else (rings[0].shared(), rings[1].shared())),
+        name="crawl-parse",
+        daemon=True,
+    )  # fmt: skip
+    try:
+        with contextlib.nullcontext() if main else without_main():
+            process.start()
+    except BaseException:
+        for ring in rings or ():
+            ring.close()
+        raise
+    finally:
+        their_requests.close()  # the worker holds its own copies now
+        their_replies.close()
+    return process, requests, replies, rings
 
 
 def start_in_daemon_thread(spawn: Callable[[], Spawned]) -> asyncio.Future[Spawned]:

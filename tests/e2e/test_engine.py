@@ -287,6 +287,34 @@ def test_pages_parsed_before_the_workers_are_up_are_stored_as_the_workers_store_
     assert [texts[0][url] for url in both] == [texts[1][url] for url in both]
 
 
+def test_a_one_page_crawl_starts_no_parse_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crawl of one page parses it in the crawl process and starts no parse worker (their
+    start, fork and exit would cost more than the page); a crawl of more starts them all
+    at its second page. The first page is stored the same either way."""
+    spawned: list[ParsePool] = []
+    spawn = ParsePool._spawn
+
+    def counted(pool: ParsePool) -> Any:
+        spawned.append(pool)
+        return spawn(pool)
+
+    monkeypatch.setattr(ParsePool, "_spawn", counted)
+    monkeypatch.setattr(engine_module, "_usable_cpus", lambda: 2)
+    one, more = str(tmp_path / "one.db"), str(tmp_path / "more.db")
+    settings = Settings(**FAST)  # two workers
+    with SiteServer() as server:
+        LinkGraph(300, stable=True).serve(server)
+        report = crawler.run([server.url + "/"], settings.replace(db=one, max_pages=1))
+        assert (report.reason, report.pages_ok, spawned) == ("max-pages", 1, [])
+        report = crawler.run([server.url + "/"], settings.replace(db=more))
+    assert report.reason == "done" and report.pages_ok > 250
+    assert len(spawned) == 2 and spawned[0] is spawned[1]
+    first = f"SELECT {_PAGE_FIELDS}, {_TEXT_FIELDS} FROM pages WHERE url = '{server.url}/'"
+    assert rows(one, first) == rows(more, first) != []
+
+
 def test_a_failure_of_the_terms_for_a_page_parsed_here_is_the_pages_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
