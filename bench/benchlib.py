@@ -470,15 +470,20 @@ def write_section(path: Path, key: str, body: str) -> None:
 
 def prepare_ours(python: str) -> None:
     """Leave the repository's crawler as `pip install .` and a first crawl would: bytecode
-    compiled, numba kernels in their cache, the parse kernels compiled ahead of time (what
-    the first crawl's background warmer does, `parsers.aot`). Run from a fresh clone, it
-    would otherwise compile its ~60 modules from source in every run where
+    compiled, the dataclasses' methods in their memo (`parsers.dataclass_cache`), numba
+    kernels in their cache, the parse kernels compiled ahead of time (what the first
+    crawl's background warmer does, `parsers.aot`). Run from a fresh clone, it would
+    otherwise compile its ~60 modules from source in every run where
     `PYTHONDONTWRITEBYTECODE` is set (~0.1 s a crawl), and the first run would also compile
     the kernels (~15 s); Scrapy's venv is installed, so compiled, already."""
     env = repo_env()
     packages = [str(REPO_DIR / name) for name in ("crawler", "parsers", "storage")]
+    memo = (
+        "import parsers.dataclass_cache as m, crawler.cli.crawl, crawler.cli.runner; m.save(True)"
+    )
     steps = [
         [python, "-m", "compileall", "-q", *packages],
+        [python, "-c", memo],
         [python, "-c", "import parsers.preload"],
         [python, "-m", "parsers.aot_build"],
     ]

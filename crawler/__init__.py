@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+import parsers  # noqa: F401  (first: its dataclass memo, ``parsers.dataclass_cache``)
 from crawler.errors import (
     ConfigError,
     CrawlerError,

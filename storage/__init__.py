@@ -10,3 +10,5 @@ Layers, each importing only those below it:
 Of the rest of the project it imports only ``parsers.links`` (URL helpers); never the
 crawler (whose ``StorageError`` wraps ``StoreError`` at the crawler's boundary).
 """
+
+import parsers  # noqa: F401  (its dataclass memo: ``parsers.dataclass_cache``)
