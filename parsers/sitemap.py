@@ -33,7 +33,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from xml.parsers import expat
 
 __all__ = [
     "MAX_LOC_CHARS",
@@ -235,6 +234,8 @@ class _Collector:
 
 
 def _parse_xml(chunks: Iterator[bytes], collector: _Collector, truncated: _Flag) -> None:
+    from xml.parsers import expat  # here: most crawls parse no sitemap in this process
+
     parser = expat.ParserCreate(namespace_separator=_NS_SEP)
     parser.buffer_text = True
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)

@@ -9,7 +9,6 @@ exported or logged (URLs are stored without userinfo; ``Authorization`` is never
 
 from __future__ import annotations
 
-import netrc
 import os
 from urllib.parse import quote
 
@@ -20,6 +19,8 @@ DEFAULT_NETRC = "~/.netrc"
 
 def load_netrc(path: str) -> dict[str, str]:
     """``user:password`` (percent-encoded, as in a URL) by lower-case host name."""
+    import netrc  # here: read only with --netrc (and shlex with it)
+
     file = os.path.expanduser(path or DEFAULT_NETRC)
     try:
         parsed = netrc.netrc(file)

@@ -18,7 +18,6 @@ there: they differ in the last bit at times). Tests check to a relative 1e-14.
 
 from __future__ import annotations
 
-import glob
 import math
 import os
 import sys
@@ -63,6 +62,8 @@ def driver_present() -> bool:
 def _library_dirs() -> list[str]:
     """Where the dynamic loader looks: ``LD_LIBRARY_PATH``, ``/etc/ld.so.conf`` (one level of
     ``include``), the standard directories."""
+    import glob  # here: only where a GPU is looked for
+
     found = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     configs = ["/etc/ld.so.conf"]
     while configs:
