@@ -98,7 +98,7 @@ def release_after_start() -> bool:
     return _release_after_start
 
 
-def release(adopt: bool = True) -> None:
+def release(adopt: bool = True, wait: bool = True) -> None:
     """End the fork server, if one runs: its memory (the preload, and every page of it that
     the workers have written to since, which copy-on-write left to it alone) is a fifth of
     the crawl's whole footprint. A worker started later (one that died, or overran its
@@ -111,7 +111,9 @@ def release(adopt: bool = True) -> None:
     The ``crawl`` command also calls it at its exit, with no adoption (the pool has joined
     its workers; this process ends): a crawl shorter than the preload (one page) does not
     wait for it (``crawler.pool.workers.start_in_daemon_thread``), and the fork server
-    would otherwise finish preloading, a core's fraction of a second, for nobody."""
+    would otherwise finish preloading, a core's fraction of a second, for nobody.
+    ``wait=False``: not waited for while the kernel frees its memory (milliseconds, for a
+    process that has loaded numba), but reaped by the next ``release`` (the exit's)."""
     from multiprocessing import forkserver
 
     server: Any = forkserver._forkserver
@@ -119,18 +121,31 @@ def release(adopt: bool = True) -> None:
     if not all(hasattr(server, name) for name in names):
         return
     with server._lock:
+        while _dying:
+            _reap(_dying.pop())
         pid = server._forkserver_pid
         if pid is None or (adopt and not _adopt()):
             return
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)  # this process's child (forked, or spawned by multiprocessing)
+        if wait:
+            _reap(pid)
+        else:
+            _dying.append(pid)
         with contextlib.suppress(OSError, TypeError):
             os.close(server._forkserver_alive_fd)
         server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
         global _released
         _released = True
+
+
+_dying: list[int] = []
+"""Fork servers killed and not reaped yet (``release(wait=False)``)."""
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)  # this process's child (forked, or spawned by multiprocessing)
 
 
 _released = False

@@ -206,6 +206,10 @@ class ParsePool:
         processes = [worker.process for worker in workers] + self._killed
         if processes:
             await asyncio.to_thread(join, processes)
+        if not self._started and release_after_start():
+            # the crawl command's pool, which wanted no worker: its fork server (preloading
+            # still, perhaps) is ended now, its memory freed while the crawl ends
+            release_fork_server(adopt=False, wait=False)
 
     # -- requests ----------------------------------------------------------------------------
     async def call(self, function: Callable[..., T], *args: Any) -> T:
