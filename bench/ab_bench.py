@@ -63,12 +63,11 @@ def worktree(rev: str) -> Path:
 
 
 def prepare(tree: Path) -> None:
-    """Compile ``tree``'s bytecode and cache its numba kernels: both versions start from
-    what an installed crawler has (with ``PYTHONDONTWRITEBYTECODE`` set, a tree never
-    written by compileall would compile every module at every start)."""
-    for step in (["-m", "compileall", "-q", "crawler", "parsers", "storage"],
-                 ["-c", "import parsers.preload"]):  # fmt: skip
-        subprocess.run([sys.executable, *step], cwd=tree, env=tree_env(), check=True)
+    """Leave ``tree`` as ``benchlib.prepare_ours`` leaves the repository (bytecode, the
+    dataclass memo, numba's cache, the kernels compiled ahead of time): both versions start
+    from what an installed crawler has (with ``PYTHONDONTWRITEBYTECODE`` set, a tree never
+    prepared would compile every module at every start)."""
+    benchlib.prepare_ours(sys.executable, tree)
 
 
 def tree_env() -> dict[str, str]:

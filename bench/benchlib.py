@@ -468,16 +468,20 @@ def write_section(path: Path, key: str, body: str) -> None:
     path.write_text(text)
 
 
-def prepare_ours(python: str) -> None:
+def prepare_ours(python: str, tree: Path | None = None) -> None:
     """Leave the repository's crawler as `pip install .` and a first crawl would: bytecode
     compiled, the dataclasses' methods in their memo (`parsers.dataclass_cache`), numba
     kernels in their cache, the parse kernels compiled ahead of time (what the first
     crawl's background warmer does, `parsers.aot`). Run from a fresh clone, it would
     otherwise compile its ~60 modules from source in every run where
     `PYTHONDONTWRITEBYTECODE` is set (~0.1 s a crawl), and the first run would also compile
-    the kernels (~15 s); Scrapy's venv is installed, so compiled, already."""
+    the kernels (~15 s); Scrapy's venv is installed, so compiled, already. ``tree``: another
+    checkout (``ab_bench``'s version A), prepared from its own directory."""
     env = repo_env()
-    packages = [str(REPO_DIR / name) for name in ("crawler", "parsers", "storage")]
+    if tree is not None:  # its own modules, from its working directory
+        env.pop("PYTHONPATH", None)
+    root = tree or REPO_DIR
+    packages = [str(root / name) for name in ("crawler", "parsers", "storage")]
     memo = (
         "import parsers.dataclass_cache as m, crawler.cli.crawl, crawler.cli.runner; m.save(True)"
     )
@@ -488,7 +492,8 @@ def prepare_ours(python: str) -> None:
         [python, "-m", "parsers.aot_build"],
     ]
     for step in steps:
-        done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(step, env=env, cwd=root, capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
         if done.returncode != 0:
             print(f"[ours] WARNING: {' '.join(step[1:3])} failed: {done.stderr.strip()[-300:]}")
     print(
