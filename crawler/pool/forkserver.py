@@ -113,7 +113,7 @@ def release(adopt: bool = True, wait: bool = True) -> None:
     wait for it (``crawler.pool.workers.start_in_daemon_thread``), and the fork server
     would otherwise finish preloading, a core's fraction of a second, for nobody.
     ``wait=False``: not waited for while the kernel frees its memory (milliseconds, for a
-    process that has loaded numba), but reaped by the next ``release`` (the exit's)."""
+    process that has loaded numba): a thread reaps it then."""
     from multiprocessing import forkserver
 
     server: Any = forkserver._forkserver
@@ -121,8 +121,6 @@ def release(adopt: bool = True, wait: bool = True) -> None:
     if not all(hasattr(server, name) for name in names):
         return
     with server._lock:
-        while _dying:
-            _reap(_dying.pop())
         pid = server._forkserver_pid
         if pid is None or (adopt and not _adopt()):
             return
@@ -130,17 +128,13 @@ def release(adopt: bool = True, wait: bool = True) -> None:
             os.kill(pid, signal.SIGKILL)
         if wait:
             _reap(pid)
-        else:
-            _dying.append(pid)
+        else:  # no zombie left for a long crawl's ``ps`` to show
+            threading.Thread(target=_reap, args=(pid,), daemon=True, name="crawl-reap").start()
         with contextlib.suppress(OSError, TypeError):
             os.close(server._forkserver_alive_fd)
         server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
         global _released
         _released = True
-
-
-_dying: list[int] = []
-"""Fork servers killed and not reaped yet (``release(wait=False)``)."""
 
 
 def _reap(pid: int) -> None:

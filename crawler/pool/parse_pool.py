@@ -374,7 +374,7 @@ class ParsePool:
                     min(self._live, key=load).send(self._waiting.popleft())
                 if not self._released and release_after_start():
                     self._released = True  # once: a worker started later keeps its server
-                    release_fork_server(wait=False)  # reaped at the exit: the loop goes on
+                    release_fork_server(wait=False)  # the loop does not wait for its end
 
     async def _bring_up(self, resend: deque[Request]) -> None:
         # Starting a process blocks until the fork server has preloaded (~0.4 s when it is
