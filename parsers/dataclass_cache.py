@@ -19,8 +19,9 @@ interpreter's bytecode magic and optimization level: another Python ignores it, 
 another's ``.pyc``. Trusted as a ``.pyc`` is: whoever can write it can write those.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: ``exec`` of a string compiles it with the
+# future flags of the frame that calls it, which for everyone else's dataclasses is
+# ``_exec``'s (it must add none: their methods' annotations would become strings).
 import atexit
 import builtins
 import contextlib
@@ -35,9 +36,10 @@ from typing import Any
 OURS = frozenset({"crawler", "parsers", "storage"})
 """The packages whose dataclasses' methods are memoized."""
 
-MAX_ENTRIES = 4000
-"""Past this many methods kept (old versions of classes pile up in a developer's tree), a
-process writes only those it made itself."""
+MAX_ENTRIES = 600
+"""Past this many methods kept (about twice all of this project's; old versions of classes
+pile up in a developer's tree, and each entry is read at every start), a process writes
+only those it used."""
 
 _HEADER = importlib.util.MAGIC_NUMBER + bytes([sys.flags.optimize])
 _codes: dict[str, CodeType] | None = None
@@ -106,11 +108,11 @@ def _read() -> dict[str, CodeType]:
         if not data.startswith(_HEADER):
             return {}
         codes = marshal.loads(memoryview(data)[len(_HEADER) :])
-    except (OSError, EOFError, ValueError, TypeError):  # none yet, or not a memo of ours
+        if not isinstance(codes, dict):
+            return {}
+        return {k: v for k, v in codes.items() if isinstance(k, str) and isinstance(v, CodeType)}
+    except Exception:  # none yet, or damaged (marshal raises SystemError on some bytes)
         return {}
-    if not isinstance(codes, dict):
-        return {}
-    return {k: v for k, v in codes.items() if isinstance(k, str) and isinstance(v, CodeType)}
 
 
 def save(force: bool = False) -> bool:

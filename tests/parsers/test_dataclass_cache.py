@@ -4,10 +4,16 @@ bytecode (and so the memo) goes under a temporary ``PYTHONPYCACHEPREFIX``."""
 from __future__ import annotations
 
 import json
+import marshal
+import random
 import subprocess
 import sys
 from pathlib import Path
+from types import CodeType
 
+import pytest
+
+from parsers import dataclass_cache
 from tests.proc import child_env
 
 # Two classes of each kind, made in a module of ours (memoized) and in another (not); what
@@ -61,14 +67,18 @@ def behaviour(module):
         "pickle": pickle.loads(pickle.dumps(rule)) == rule,
         "state": [state.tries, state.seen, state == module.State(url="u", tries=1)],
         "slots": hasattr(rule, "__dict__"),
+        "annotations": [repr(c.__init__.__annotations__) for c in (module.Rule, module.State)],
     }
 
+builtin = vars(dataclasses).pop("exec")  # as if never installed: the reference
+reference = behaviour(make("reference_probe"))
+vars(dataclasses)["exec"] = builtin
 before = memo.compiled_here()
 ours = behaviour(make(sys.argv[1]))
 after_ours = memo.compiled_here()
 other = behaviour(make("other_probe"))
 print(json.dumps({
-    "ours": ours, "other": other,
+    "ours": ours, "other": other, "reference": reference,
     "compiled": [after_ours - before, memo.compiled_here() - after_ours],
     "path": memo.cache_path(),
     "saved": memo.save(force=sys.argv[2] == "force"),
@@ -92,16 +102,18 @@ def run(prefix: Path, module: str = "parsers.probe", *, force: bool = False,
 def test_a_class_made_from_the_memo_is_the_class_dataclasses_makes(tmp_path: Path) -> None:
     """The first process compiles the probe's methods and writes them; the next compiles
     none of them, and each class does in both what the same class outside our packages
-    does (repr, eq, hash, frozen, fields, replace, pickle, slots, defaults)."""
+    does (repr, eq, hash, frozen, fields, replace, pickle, slots, defaults), and what it
+    does where nothing was installed: the methods' annotations too (a class of anyone else
+    made through the memo's ``exec`` must not get this module's ``__future__`` flags)."""
     first = run(tmp_path)
-    assert first["ours"] == first["other"]
+    assert first["ours"] == first["other"] == first["reference"]
     assert first["ours"]["frozen"] and not first["ours"]["slots"]
     assert first["compiled"][0] >= 8 and first["compiled"][1] == 0  # other: not memoized
     assert first["saved"] and Path(first["path"]).is_file()
     assert str(tmp_path) in first["path"]
     second = run(tmp_path)
     assert second["compiled"] == [0, 0] and not second["saved"]  # nothing new to write
-    assert second["ours"] == first["ours"]
+    assert second["ours"] == first["ours"] == second["other"] == second["reference"]
 
 
 def test_a_changed_class_is_compiled_again(tmp_path: Path) -> None:
@@ -134,3 +146,45 @@ def test_nothing_is_written_where_bytecode_is_not(tmp_path: Path) -> None:
     forced = run(tmp_path, bytecode=False, force=True)
     assert forced["saved"] and Path(forced["path"]).is_file()
     assert run(tmp_path, bytecode=False)["compiled"] == [0, 0]
+
+
+def test_no_damage_to_the_memo_stops_an_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes changed anywhere in a memo (a disk error, a half-written copy) read as no memo,
+    or as what survived: ``marshal`` raises ``SystemError`` on some of them, which must not
+    reach the first dataclass of an ``import crawler``."""
+    path = tmp_path / "memo.methods"
+    monkeypatch.setattr(dataclass_cache, "cache_path", lambda: str(path))
+    codes = {f"def f{i}(): return {i}": compile(f"def f{i}(): return {i}", "<string>", "exec")
+             for i in range(20)}  # fmt: skip
+    good = dataclass_cache._HEADER + marshal.dumps(codes)
+    path.write_bytes(good)
+    assert dataclass_cache._read().keys() == codes.keys()
+    damage = random.Random(44)
+    for _ in range(300):
+        data = bytearray(good)
+        for _ in range(damage.randint(1, 4)):
+            data[damage.randrange(len(dataclass_cache._HEADER), len(data))] = damage.randrange(256)
+        path.write_bytes(bytes(data))
+        read = dataclass_cache._read()
+        assert isinstance(read, dict) and all(isinstance(v, CodeType) for v in read.values())
+
+
+def test_a_memo_grown_past_its_cap_keeps_what_was_used(tmp_path: Path) -> None:
+    """Old classes' methods pile up in a developer's tree; past ``MAX_ENTRIES`` a process
+    that writes keeps only what it used, so each start does not read them all."""
+    path = Path(run(tmp_path)["path"])
+    data = path.read_bytes()[len(dataclass_cache._HEADER) :]
+    codes = marshal.loads(data)
+    used = set(codes)
+    for i in range(dataclass_cache.MAX_ENTRIES):
+        source = f"def old{i}(): return {i}"
+        codes[source] = compile(source, "<string>", "exec")
+    path.write_bytes(dataclass_cache._HEADER + marshal.dumps(codes))
+    changed = run(tmp_path, extra="    note: str = ''")
+    assert changed["saved"] and changed["compiled"][0] >= 4
+    kept = marshal.loads(path.read_bytes()[len(dataclass_cache._HEADER) :])
+    assert not any(source.startswith("def old") for source in kept)
+    # the same methods, Rule's in their new version: State's reused, none of the old ones
+    assert len(kept) == len(used) and kept.keys() != used
