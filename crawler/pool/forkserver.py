@@ -129,12 +129,18 @@ def release(adopt: bool = True, wait: bool = True) -> None:
         if wait:
             _reap(pid)
         else:  # no zombie left for a long crawl's ``ps`` to show
-            threading.Thread(target=_reap, args=(pid,), daemon=True, name="crawl-reap").start()
+            global _reaping
+            _reaping = threading.Thread(target=_reap, args=(pid,), daemon=True, name="crawl-reap")
+            _reaping.start()
         with contextlib.suppress(OSError, TypeError):
             os.close(server._forkserver_alive_fd)
         server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
         global _released
         _released = True
+
+
+_reaping: threading.Thread | None = None
+"""The thread reaping the fork server last ended without waiting (``release(wait=False)``)."""
 
 
 def _reap(pid: int) -> None:
@@ -147,8 +153,16 @@ _released = False
 
 def released() -> bool:
     """Whether a fork server of this process was ended (``release``): since then, some
-    workers may be adopted ones."""
+    workers may be adopted ones. Waits while one ended without waiting is still exiting:
+    until it is gone its workers are not yet this process's children, and ``multiprocessing``
+    already takes them for dead."""
+    if _reaping is not None:
+        _reaping.join(REAP_WAIT_S)
     return _released
+
+
+REAP_WAIT_S = 10.0
+"""How long ``released`` waits for an ended fork server to be gone (it was SIGKILLed)."""
 
 
 def _adopt() -> bool:

@@ -266,7 +266,9 @@ def _wait_exit(process: multiprocessing.process.BaseProcess, deadline: float) ->
             time.sleep(0.01)
         return
     try:
-        select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        readable = select.poll()  # not select(): a crawl's fds can pass 1024
+        readable.register(fd, select.POLLIN)
+        readable.poll(max(0.0, deadline - time.monotonic()) * 1000)
     finally:
         os.close(fd)
 
