@@ -87,8 +87,14 @@ def crawl_once(tree: Path, seed: str, query: str) -> tuple[float, float, int]:
                "--db", str(run_dir / "crawl.db"), "--concurrency", "64", "--per-host", "64",
                "--delay", "0", "--no-progress", "-q", "--query", query]  # fmt: skip
         busy, start = machine_busy_s(), time.perf_counter()
-        subprocess.run(cmd, cwd=tree, env=tree_env(), check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run(cmd, cwd=tree, env=tree_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
         wall, cpu = time.perf_counter() - start, machine_busy_s() - busy
+        if done.returncode != 0:  # which version, why, and its database kept to look into
+            kept = WORK_DIR / f"ab-failed-{run_dir.name}"
+            shutil.copytree(run_dir, kept, dirs_exist_ok=True)
+            raise SystemExit(f"the crawl of {tree} exited {done.returncode} (its run: {kept}):\n"
+                             f"{done.stderr[-4000:]}")  # fmt: skip
         benchlib.wait_for_background()  # its detached warmer: not during the next crawl
         with sqlite3.connect(run_dir / "crawl.db") as db:
             (pages,) = db.execute("SELECT count(*) FROM pages WHERE status = 200").fetchone()
