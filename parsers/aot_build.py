@@ -25,13 +25,19 @@ from numba.core.errors import NumbaPendingDeprecationWarning
 
 from parsers import aot, hrefs, tokens
 
-_CC: Any = None
-try:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
-        from numba.pycc import CC as _CC
-except ImportError:  # a numba without pycc: build() says so
-    pass
+
+def _pycc() -> Any:
+    """numba's ``pycc.CC``, or None in a numba without it. Imported only to build: it
+    brings setuptools and distutils, a quarter second of a core that a warmer with
+    nothing to build would spend for nothing."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
+            from numba.pycc import CC
+    except ImportError:  # a numba without pycc: build() says so
+        return None
+    return CC
+
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +47,8 @@ def build(folder: Path | None = None) -> Path:
     unless given) and return its path. Takes numba, a C compiler and ~5 s of a core.
     Raises ``OSError`` when no folder can be written, and what ``pycc`` raises when it
     cannot compile."""
-    if _CC is None:
+    compiler = _pycc()
+    if compiler is None:
         raise ImportError("this numba has no pycc to compile ahead of time with")
     name = aot.module_name()
     target = folder if folder is not None else aot.writable_folder()
@@ -50,7 +57,7 @@ def build(folder: Path | None = None) -> Path:
     u8 = types.Array(types.uint8, 1, "C")
     u32 = types.Array(types.uint32, 1, "C")
     i64 = types.Array(types.int64, 1, "C")
-    cc = _CC(name)
+    cc = compiler(name)
     cc.target_cpu = "host"
     cc.verbose = False
     # The argument types each kernel is called with (``parsers.native``): the readonly
