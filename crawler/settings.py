@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.errors import ConfigError
+from crawler.net.headers import host_table
 from crawler.setting_checks import (
     check_network,
     check_positive,
@@ -391,8 +392,6 @@ class Settings:
             if name in ("include", "exclude", "headers") and isinstance(value, str):
                 value = (value,)
             if name == "host_headers":
-                from crawler.net.headers import host_table
-
                 value = host_table(value, source)
             clean[name] = value
         try:
