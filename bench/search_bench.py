@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from crawler.relevance.ranking import CorpusIndex  # noqa: E402
 from crawler.relevance.scoring import Ranker, TokenBatch  # noqa: E402
-from crawler.relevance.warmer import compile_kernels  # noqa: E402
+from crawler.relevance.warm_work import compile_kernels  # noqa: E402
 from parsers.tokens import TokenCounts, decode_counts, encode_counts, query_ids  # noqa: E402
 from storage.postgres import PostgresStore  # noqa: E402
 from storage.sqlite.store import SQLiteStore  # noqa: E402

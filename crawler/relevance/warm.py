@@ -9,7 +9,11 @@ answers from a scan of the blobs while they are not (``crawler.relevance.scan``)
 them at idle priority and brings the database's index up to date; the run after it finds both. A
 crawl's end starts one too (``after_crawl``) when it left pages to index, or when the parse
 kernels are not compiled ahead of time yet (``parsers.aot``, which the warmer builds). One warmer
-at a time per user (``only_warmer``, an ``flock``): two would compile the same code.
+at a time per user (``only_warmer``, an ``flock``): two would compile the same code. A
+crawl that ends while one runs starts none: it leaves its database in the queue
+(``enqueue``) that the running warmer reads before it ends (``queued``), so that crawls
+run back to back (a script's loop, cron every minute) keep one warmer at a time, not one
+each, importing numba for nothing.
 """
 
 from __future__ import annotations
@@ -35,20 +39,44 @@ NO_WARM_ENV = "CRAWL_NO_BACKGROUND_WARM"
 foreground, as before."""
 
 
+LOCK_FD_ENV = "CRAWL_WARM_LOCK_FD"
+"""Set by ``start_warming`` in the warmer it starts: the descriptor of the lock it holds."""
+
+_QUEUE_MAX = 64 * 1024
+"""Bytes at most in the queue; past it a crawl's database waits for its next reader."""
+
+
 def start_warming(db: str | None) -> bool:
-    """Start a detached warmer (``crawler.relevance.warmer``) for ``db``; False when none was
-    started (``CRAWL_NO_BACKGROUND_WARM`` is set, or the process could not start)."""
+    """Start a detached warmer (``crawler.relevance.warmer``) for ``db``, unless one runs
+    (then ``db`` is queued for it); whether a warmer runs now. False: none does
+    (``CRAWL_NO_BACKGROUND_WARM`` is set, or none could start). The lock is taken here and
+    handed to the warmer, so that two crawls ending close together start one."""
     if os.environ.get(NO_WARM_ENV):
         return False
-    argv = [sys.executable, "-m", "crawler.relevance.warmer", *([db] if db else [])]
+    lock = _take_lock()
+    if lock is None:  # one runs: it reads the queue before it ends
+        if db is not None:
+            enqueue(db)
+            lock = _take_lock()  # ended meanwhile, before it saw the queue: start one
+        if lock is None:
+            return True
+    child_fd = 3
     try:
         with open(os.devnull, "rb+") as null:
+            if lock == child_fd:  # dup2 onto itself would keep close-on-exec set
+                lock, old = os.dup(lock), lock
+                os.close(old)
             actions = [(os.POSIX_SPAWN_DUP2, null.fileno(), fd) for fd in (0, 1, 2)]
-            pid = os.posix_spawn(sys.executable, argv, dict(os.environ),
-                                 file_actions=actions, setsid=True)  # fmt: skip
+            actions.append((os.POSIX_SPAWN_DUP2, lock, child_fd))
+            env = {**os.environ, LOCK_FD_ENV: str(child_fd)}
+            argv = [sys.executable, "-m", "crawler.relevance.warmer", *([db] if db else [])]
+            pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions,
+                                 setsid=True)  # fmt: skip
     except (OSError, AttributeError, NotImplementedError) as exc:  # no posix_spawn here
         log.info("could not start warming the search kernels: %s", exc)
         return False
+    finally:
+        os.close(lock)  # the warmer holds it now (or nobody does)
     # reap it when it ends (a long-lived caller would otherwise keep a zombie)
     threading.Thread(target=_reap, args=(pid,), daemon=True, name="warm-reaper").start()
     return True
@@ -82,10 +110,73 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _lock_path() -> str:
+def _lock_path(suffix: str = "lock") -> str:
     """In the user's own runtime folder where there is one, not a shared /tmp."""
     folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return os.path.join(folder, f"crawl-search-warm-{os.getuid()}.lock")
+    return os.path.join(folder, f"crawl-search-warm-{os.getuid()}.{suffix}")
+
+
+def _take_lock() -> int | None:
+    """The warmer's lock, taken (its descriptor), or None: another process holds it. Where
+    no lock can be made (no writable folder) a descriptor of nothing: no lock to take."""
+    try:
+        fd = os.open(_lock_path(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return os.open(os.devnull, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def enqueue(db: str) -> None:
+    """Leave ``db`` (a SQLite file) for the running warmer (``queued``). One ``O_APPEND``
+    write of one line: writers do not interleave."""
+    line = os.path.abspath(db).encode("utf-8", "surrogateescape") + b"\n"
+    if b"\n" in line[:-1]:
+        return  # a name with a newline in it: its next reader catches up
+    try:
+        fd = os.open(_lock_path("queue"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                     0o600)  # fmt: skip
+    except OSError:
+        return
+    try:
+        if os.fstat(fd).st_size + len(line) <= _QUEUE_MAX:
+            os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def queued() -> list[str]:
+    """The databases queued for warmers (``enqueue``), each once, and the queue emptied;
+    only for the holder of the lock. A queue file another user made is ignored."""
+    path = _lock_path("queue")
+    taken = path + ".taken"
+    try:
+        os.rename(path, taken)
+    except OSError:  # none queued
+        return []
+    try:
+        fd = os.open(taken, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return []
+        data = os.read(fd, _QUEUE_MAX + 1)[:_QUEUE_MAX]
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(taken)
+    names = data.decode("utf-8", "surrogateescape").splitlines()
+    return list(dict.fromkeys(n for n in names if n and os.path.isabs(n)))
+
+
+def queue_waiting() -> bool:
+    """Whether a database waits in the queue (``enqueue``)."""
+    return os.path.exists(_lock_path("queue"))
 
 
 def warming() -> bool:
@@ -98,23 +189,27 @@ def warming() -> bool:
 def only_warmer(patience_s: float = 0.5) -> Iterator[bool]:
     """Yields whether this process holds the warmer's lock (False: another does). Tries for
     ``patience_s``: a ``warming()`` probe holds it for an instant, and a warmer starting
-    just then must not take the probe for another warmer and quit."""
-    try:
-        fd = os.open(_lock_path(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError:  # no writable folder (or a link planted there): no lock to take
-        yield True
-        return
-    try:
-        deadline = time.monotonic() + patience_s
-        while True:
+    just then must not take the probe for another warmer and quit. A warmer started by
+    ``start_warming`` holds it from its start (``LOCK_FD_ENV``)."""
+    handed = os.environ.pop(LOCK_FD_ENV, None)
+    if handed is not None and handed.isdigit():
+        try:
+            fcntl.flock(int(handed), fcntl.LOCK_EX | fcntl.LOCK_NB)  # ours: it holds already
+        except OSError:
+            pass
+        else:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.05)
+                yield True
+            finally:
+                os.close(int(handed))
+            return
+    deadline = time.monotonic() + patience_s
+    while (fd := _take_lock()) is None:
+        if time.monotonic() >= deadline:
+            yield False
+            return
+        time.sleep(0.05)
+    try:
         yield True
     finally:
         os.close(fd)

@@ -1,92 +1,76 @@
 """The background warmer: ``python -m crawler.relevance.warmer [DB]`` compiles the parse
 kernels ahead of time where they are not yet (``parsers.aot``) and every search kernel into
 numba's cache, then brings DB's search index up to date (``crawler.relevance.warm``
-starts it detached; see there for when). It compiles by building and querying the
-index of a throwaway database: the very calls, argument types included, that a real one
-makes. One warmer at a time per user (``warm.only_warmer``); a second one exits at once.
+starts it detached; see there for when), and the index of each database queued for it
+meanwhile. It compiles by building and querying the index of a throwaway database: the
+very calls, argument types included, that a real one makes (``warm_work``). One warmer at a
+time per user (``warm.only_warmer``); a second one queues its database and exits.
+
+Light on purpose: numba, numpy and the index (``warm_work``) are imported at idle priority
+with the compile; only the catch-up, which holds the database's write lock, runs at normal
+priority (``_at_idle_priority``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import sqlite3
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
+from types import ModuleType
+from typing import TypeVar
 
-import numpy as np
+from crawler.relevance.warm import enqueue, only_warmer, queue_waiting, queued
 
-from crawler.relevance.search import SearchIndex, kernels_cached
-from crawler.relevance.warm import only_warmer
-from parsers import aot, aot_build
-from parsers.kernel_cache import quick_cache_loads
-from parsers.tokens import TokenCounts, encode_counts, query_ids
-from storage.sqlite.store import SQLiteStore
-
-
-def compile_kernels() -> None:
-    """Compile (or load) every search kernel: build and query the index of a throwaway
-    crawl database of three pages."""
-
-    with tempfile.TemporaryDirectory(prefix="crawl-warm-") as folder:
-        path = os.path.join(folder, "warm.db")
-
-        async def schema() -> None:
-            store = SQLiteStore(path)
-            await store.open()
-            await store.close()
-
-        asyncio.run(schema())
-        words = query_ids("warm up the search kernels")
-        rows = []
-        for n, top in enumerate((3, 300, 70_000)):  # counts of 1, 2 and 4 bytes
-            ids = np.array(sorted(set(words)), dtype=np.uint32)
-            counts = np.full(ids.size, top, dtype=np.uint32)
-            blob = encode_counts(TokenCounts(ids, counts, int(counts.sum())))
-            rows.append((f"http://warm.invalid/{n}", blob))
-        with contextlib.closing(sqlite3.connect(path)) as connection, connection:
-            connection.executemany(
-                "INSERT INTO pages (url, final_url, depth, fetched_at, tokens)"
-                " VALUES (?, ?, 0, '2026-01-01', ?)", [(u, u, b) for u, b in rows])  # fmt: skip
-        index = SearchIndex(path)
-        try:
-            index.rank(words, 2)
-        finally:
-            index.close()
+T = TypeVar("T")
 
 
 def warm(db: str | None) -> bool:
     """Compile the kernels (at idle priority), then bring ``db``'s index up to date (at
-    normal priority); False if another warmer holds the lock (it does the same)."""
+    normal priority), and the index of every database queued meanwhile
+    (``warm.enqueue``); False if another warmer holds the lock (``db`` is queued for it)."""
     with only_warmer() as alone:
         if not alone:
-            return False
-        if aot.wanted():
-            _at_idle_priority(aot_build.ensure_built)
-        with quick_cache_loads():
-            if not kernels_cached():
-                _at_idle_priority(compile_kernels)
             if db:
-                with contextlib.suppress(LookupError):
-                    SearchIndex(db).close()
-        return True
+                enqueue(db)
+            return False
+        work = _at_idle_priority(_work)
+        _at_idle_priority(work.compile_missing)
+        for name in ([db] if db else []) + queued():
+            work.catch_up(name, name is not db)
+    # a crawl that queued its database after the last look, while the lock was held, started
+    # no warmer: once released, look again
+    while queue_waiting():
+        with only_warmer(patience_s=0.0) as alone:
+            if not alone:  # a new warmer took over the queue
+                break
+            names = queued()
+            for name in names:
+                work.catch_up(name, True)
+        if not names:  # a queue it cannot take (its folder is read-only now): leave it
+            break
+    return True
 
 
-def _at_idle_priority(work: Callable[[], object]) -> None:
+def _work() -> ModuleType:
+    from crawler.relevance import warm_work  # numba and numpy: in the idle thread
+
+    return warm_work
+
+
+def _at_idle_priority(work: Callable[[], T]) -> T:
     """Run ``work`` in a thread that gets only CPU time nothing else wants (Linux's
     ``SCHED_IDLE``, which is per thread): a crawl started meanwhile, by cron say, keeps its
     speed. Only the compile: the catch-up after it holds the database's write lock, and
     starved at idle priority on a busy machine it would stall the crawl that waits for
     that lock (a priority inversion; an unprivileged thread cannot leave ``SCHED_IDLE``)."""
     failed: list[BaseException] = []
+    done: list[T] = []
 
     def run() -> None:
         idle()
         try:
-            work()
+            done.append(work())
         except BaseException as exc:  # re-raised in the caller's thread
             failed.append(exc)
 
@@ -95,6 +79,7 @@ def _at_idle_priority(work: Callable[[], object]) -> None:
     thread.join()
     if failed:
         raise failed[0]
+    return done[0]
 
 
 def idle() -> bool:

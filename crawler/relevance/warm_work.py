@@ -1,0 +1,79 @@
+"""What the background warmer (``crawler.relevance.warmer``) does, with numba, numpy and
+the index: compile the kernels that are not compiled yet (``compile_missing``) and bring a
+database's search index up to date (``catch_up``). Imported by the warmer at idle
+priority, so that these imports, the warmer's largest cost when nothing is left to
+compile, never slow a crawl that runs meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import sys
+import tempfile
+
+import numpy as np
+
+from crawler.relevance.search import SearchIndex, kernels_cached
+from parsers import aot, aot_build
+from parsers.kernel_cache import quick_cache_loads
+from parsers.tokens import TokenCounts, encode_counts, query_ids
+from storage.base import StoreError
+from storage.sqlite.store import SQLiteStore
+
+
+def compile_missing() -> None:
+    """The parse kernels' ahead-of-time module where it is missing (``parsers.aot``), then
+    every search kernel into numba's cache where it is not there."""
+    if aot.wanted():
+        aot_build.ensure_built()
+    with quick_cache_loads():
+        if not kernels_cached():
+            compile_kernels()
+
+
+def compile_kernels() -> None:
+    """Compile (or load) every search kernel: build and query the index of a throwaway
+    crawl database of three pages."""
+
+    with tempfile.TemporaryDirectory(prefix="crawl-warm-") as folder:
+        path = os.path.join(folder, "warm.db")
+
+        async def schema() -> None:
+            store = SQLiteStore(path)
+            await store.open()
+            await store.close()
+
+        asyncio.run(schema())
+        words = query_ids("warm up the search kernels")
+        rows = []
+        for n, top in enumerate((3, 300, 70_000)):  # counts of 1, 2 and 4 bytes
+            ids = np.array(sorted(set(words)), dtype=np.uint32)
+            counts = np.full(ids.size, top, dtype=np.uint32)
+            blob = encode_counts(TokenCounts(ids, counts, int(counts.sum())))
+            rows.append((f"http://warm.invalid/{n}", blob))
+        with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+            connection.executemany(
+                "INSERT INTO pages (url, final_url, depth, fetched_at, tokens)"
+                " VALUES (?, ?, 0, '2026-01-01', ?)", [(u, u, b) for u, b in rows])  # fmt: skip
+        index = SearchIndex(path)
+        try:
+            index.rank(words, 2)
+        finally:
+            index.close()
+
+
+def catch_up(db: str, queued: bool) -> None:
+    """Bring ``db``'s search index up to date. A queued database that is gone, or is not a
+    crawl's (a crawl put it there before it ended), is left, with a word on stderr."""
+    try:
+        with quick_cache_loads():  # cached kernels, without numba's compiler set-up
+            SearchIndex(db).close()
+    except LookupError:  # an index it cannot have (a schema before it): rank scans
+        pass
+    except (StoreError, sqlite3.Error) as exc:
+        if not queued:
+            raise
+        print(f"{db}: search index not brought up to date: {exc}", file=sys.stderr)
