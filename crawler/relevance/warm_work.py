@@ -1,8 +1,8 @@
 """What the background warmer (``crawler.relevance.warmer``) does, with numba, numpy and
-the index: compile the kernels that are not compiled yet (``compile_missing``) and bring a
-database's search index up to date (``catch_up``). Imported by the warmer at idle
-priority, so that these imports, the warmer's largest cost when nothing is left to
-compile, never slow a crawl that runs meanwhile.
+the index: compile the kernels that are not compiled yet (``compile_missing``) and bring
+databases' search indexes up to date (``catch_up``), one warmer at a time (``warm``).
+Imported by the warmer at idle priority, so that these imports, the warmer's largest cost
+when nothing is left to compile, never slow a crawl that runs meanwhile.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ import os
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from crawler.relevance.search import SearchIndex, kernels_cached
+from crawler.relevance.warm import enqueue, only_warmer, queue_waiting, queued
 from parsers import aot, aot_build
 from parsers.kernel_cache import quick_cache_loads
 from parsers.tokens import TokenCounts, encode_counts, query_ids
@@ -24,19 +27,49 @@ from storage.base import StoreError
 from storage.sqlite.store import SQLiteStore
 
 
-def compile_missing() -> None:
+def warm(db: str | None, at_idle: Callable[[Callable[[], Any]], Any]) -> bool:
+    """Compile the kernels (``at_idle``: at idle priority), then bring ``db``'s index up to
+    date (in this thread, at normal priority), and the index of every database queued
+    meanwhile (``warm.enqueue``); False if another warmer holds the lock (``db`` is queued
+    for it)."""
+    with only_warmer() as alone:
+        if not alone:
+            if db:
+                enqueue(db)
+            return False
+        at_idle(lambda: compile_missing(load=bool(db) or queue_waiting()))
+        for name in ([db] if db else []) + queued():
+            catch_up(name, name is not db)
+    # a crawl that queued its database after the last look, while the lock was held, started
+    # no warmer: once released, look again
+    while queue_waiting():
+        with only_warmer(patience_s=0.0) as alone:
+            if not alone:  # a new warmer took over the queue
+                break
+            names = queued()
+            for name in names:
+                catch_up(name, True)
+        if not names:  # a queue it cannot take (its folder is read-only now): leave it
+            break
+    return True
+
+
+def compile_missing(load: bool = False) -> None:
     """The parse kernels' ahead-of-time module where it is missing (``parsers.aot``), then
-    every search kernel into numba's cache where it is not there."""
+    every search kernel into numba's cache where it is not there. ``load``: load the cached
+    ones into this process too (a catch-up follows: loaded here, at idle priority, they are
+    not loaded in the catch-up's thread, at normal priority, where that was nearly all of a
+    small catch-up's CPU)."""
     if aot.wanted():
         aot_build.ensure_built()
     with quick_cache_loads():
-        if not kernels_cached():
+        if load or not kernels_cached():
             compile_kernels()
 
 
 def compile_kernels() -> None:
-    """Compile (or load) every search kernel: build and query the index of a throwaway
-    crawl database of three pages."""
+    """Compile (or load from numba's cache) every search kernel: build and query the index
+    of a throwaway crawl database of three pages."""
 
     with tempfile.TemporaryDirectory(prefix="crawl-warm-") as folder:
         path = os.path.join(folder, "warm.db")

@@ -6,9 +6,10 @@ meanwhile. It compiles by building and querying the index of a throwaway databas
 very calls, argument types included, that a real one makes (``warm_work``). One warmer at a
 time per user (``warm.only_warmer``); a second one queues its database and exits.
 
-Light on purpose: numba, numpy and the index (``warm_work``) are imported at idle priority
-with the compile; only the catch-up, which holds the database's write lock, runs at normal
-priority (``_at_idle_priority``).
+Light on purpose (the standard library only): everything else, numba, numpy and the index
+with it, is imported at idle priority (``warm_work``), as the compile runs; only the
+catch-up, which holds the database's write lock, runs at normal priority
+(``_at_idle_priority``).
 """
 
 from __future__ import annotations
@@ -20,40 +21,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TypeVar
 
-from crawler.relevance.warm import enqueue, only_warmer, queue_waiting, queued
-
 T = TypeVar("T")
 
 
-def warm(db: str | None) -> bool:
-    """Compile the kernels (at idle priority), then bring ``db``'s index up to date (at
-    normal priority), and the index of every database queued meanwhile
-    (``warm.enqueue``); False if another warmer holds the lock (``db`` is queued for it)."""
-    with only_warmer() as alone:
-        if not alone:
-            if db:
-                enqueue(db)
-            return False
-        work = _at_idle_priority(_work)
-        _at_idle_priority(work.compile_missing)
-        for name in ([db] if db else []) + queued():
-            work.catch_up(name, name is not db)
-    # a crawl that queued its database after the last look, while the lock was held, started
-    # no warmer: once released, look again
-    while queue_waiting():
-        with only_warmer(patience_s=0.0) as alone:
-            if not alone:  # a new warmer took over the queue
-                break
-            names = queued()
-            for name in names:
-                work.catch_up(name, True)
-        if not names:  # a queue it cannot take (its folder is read-only now): leave it
-            break
-    return True
-
-
 def _work() -> ModuleType:
-    from crawler.relevance import warm_work  # numba and numpy: in the idle thread
+    from crawler.relevance import warm_work  # all the rest: in the idle thread
 
     return warm_work
 
@@ -61,7 +33,7 @@ def _work() -> ModuleType:
 def _at_idle_priority(work: Callable[[], T]) -> T:
     """Run ``work`` in a thread that gets only CPU time nothing else wants (Linux's
     ``SCHED_IDLE``, which is per thread): a crawl started meanwhile, by cron say, keeps its
-    speed. Only the compile: the catch-up after it holds the database's write lock, and
+    speed. The imports and the compile only: the catch-up after them holds the database's write lock, and
     starved at idle priority on a busy machine it would stall the crawl that waits for
     that lock (a priority inversion; an unprivileged thread cannot leave ``SCHED_IDLE``)."""
     failed: list[BaseException] = []
@@ -97,7 +69,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m crawler.relevance.warmer [DB]", file=sys.stderr)
         return 2
     try:
-        warm(argv[0] if argv else None)
+        _at_idle_priority(_work).warm(argv[0] if argv else None, _at_idle_priority)
     except Exception as exc:  # a background helper: report, never raise a traceback
         print(f"warming the search kernels failed: {exc}", file=sys.stderr)
         return 1

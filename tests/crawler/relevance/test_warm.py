@@ -133,3 +133,16 @@ def test_a_queue_another_user_made_is_not_read(folder: Path) -> None:
     warm.enqueue(str(folder / "theirs.db"))
     os.chown(folder / f"crawl-search-warm-{os.getuid()}.queue", 12345, 12345)
     assert warm.queued() == []
+
+
+def test_the_warmers_entry_imports_nothing_heavy_at_normal_priority() -> None:
+    """Everything past the standard library (numba, numpy, the store) is imported in the
+    idle-priority thread (``warmer._work``): a crawl running beside a warmer keeps its
+    CPU."""
+    check = ("import sys, crawler.relevance.warmer;"
+             "print(sorted(m for m in ('numba', 'numpy', 'storage', 'sqlite3', 'asyncio')"
+             " if m in sys.modules))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", check], env=child_env(), cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
