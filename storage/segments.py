@@ -17,7 +17,7 @@ supplies the statements; this module holds what they share.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -77,6 +77,10 @@ def segment_of(row: Sequence[Any]) -> Segment:
     )
 
 
+Builder = Callable[[Callable[[], "Plan"]], "Plan"]
+"""Runs a catch-up's ``plan`` (in a thread at idle priority, say) and returns it."""
+
+
 class Cursor(Protocol):
     def fetchmany(self, size: int) -> list[TokenRow]: ...
 
@@ -119,8 +123,10 @@ class IndexTables(Protocol):
 
     def pending_count(self) -> int: ...
 
-    def catch_up(self) -> int:
-        """Index the logged pages (see ``catch_up``); how many the log named."""
+    def catch_up(self, build: Builder | None = None) -> int:
+        """Index the logged pages (see ``catch_up``); how many the log named. ``build``:
+        how to run the reads and the build (``plan``), where the database can do them
+        before its write transaction (SQLite, on a read snapshot); else ignored."""
         ...
 
     def load(self) -> list[Segment]:
@@ -143,44 +149,75 @@ class IndexTables(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(slots=True)
+class Plan:
+    """A catch-up's work before its writes (``plan``): what ``apply`` then writes."""
+
+    ids: list[int]
+    """The page ids the log named."""
+    rebuild: bool
+    """Every live page built anew (the old segments go)."""
+    segments: list[Built]
+    removed: list[int]
+    """Logged pages that have no tokens any more."""
+
+
 def catch_up(writer: Writer) -> int:
     """Index the pages the log names (and merge, past ``MAX_SEGMENTS``), within the caller's
     write transaction; how many pages the log named."""
-    ids = writer.take_pending()
+    planned = plan(writer)
+    apply(writer, planned)
+    return len(planned.ids)
+
+
+def plan(reader: Writer) -> Plan:
+    """A catch-up's reads and its segments built (nearly all of its CPU), nothing written:
+    ``apply`` writes them, in the same transaction (or on the same snapshot, unchanged)."""
+    ids = reader.take_pending()
     if not ids:
-        return 0
-    segments, pages = writer.counts()
-    if segments >= MAX_SEGMENTS + pages // SEGMENT_PAGES or len(ids) * 2 > pages:
-        # a merge, or most pages new: every live page anew, in one scan of the table
-        writer.clear_segments()
-        present = _rebuild(writer, pages)
-    else:
-        present = _write_segments(writer, writer.rows_of(ids))
+        return Plan([], False, [], [])
+    segment_count, pages = reader.counts()
+    # a merge, or most pages new: every live page anew, in one scan of the table
+    rebuild = segment_count >= MAX_SEGMENTS + pages // SEGMENT_PAGES or len(ids) * 2 > pages
+    done = _rebuilt(reader, pages) if rebuild else _built_segments(reader.rows_of(ids))
+    present: set[int] = set()
+    for segment in done:
+        present.update(segment[0].tolist())
     removed = [page_id for page_id in ids if page_id not in present]
-    if removed:
-        writer.insert(columns(([], [], [], [], [], np.empty(0, np.uint8)), removed))
+    return Plan(ids, rebuild, [segment for segment in done if segment[0].size], removed)
+
+
+def apply(writer: Writer, planned: Plan) -> None:
+    """Write what ``plan`` built, and empty the log of what it named."""
+    if not planned.ids:
+        return
+    if planned.rebuild:
+        writer.clear_segments()
+    for segment in planned.segments:
+        writer.insert(columns(segment, []))
+    if planned.removed:
+        writer.insert(columns(([], [], [], [], [], np.empty(0, np.uint8)), planned.removed))
     writer.clear_pending()
-    return len(ids)
 
 
 def parts(pages: int) -> int:
     return 1 if pages < PARALLEL_PAGES else min(os.cpu_count() or 1, 8)
 
 
-def _write_segments(writer: Writer, rows: list[TokenRow]) -> set[int]:
+def _built_segments(rows: list[TokenRow]) -> list[Built]:
     """``rows`` as segments: one, or past ``PARALLEL_PAGES`` one a CPU, built in parallel
-    (the kernels run without the GIL); the page ids written."""
+    (the kernels run without the GIL)."""
     size = min(SEGMENT_PAGES, max(1, -(-len(rows) // parts(len(rows)))))
     chunks = [rows[start : start + size] for start in range(0, len(rows), size)] or [[]]
     with ThreadPoolExecutor(min(len(chunks), parts(len(rows)))) as pool:
-        return _inserted(writer, [pool.submit(built, chunk) for chunk in chunks])
+        return [future.result() for future in [pool.submit(built, chunk) for chunk in chunks]]
 
 
-def _rebuild(writer: Writer, pages: int) -> set[int]:
+def _rebuilt(reader: Writer, pages: int) -> list[Built]:
     """Every page with tokens as segments, one a CPU past ``PARALLEL_PAGES``: each part is
     built (without the GIL) while the next is read. One reader: two connections reading
     at once measured 1.7x slower (they contend for the GIL)."""
-    rows = writer.all_rows()
+    rows = reader.all_rows()
     size = min(SEGMENT_PAGES, max(1, -(-pages // parts(pages))))
     with ThreadPoolExecutor(parts(pages)) as pool:
         futures: list[Future[Built]] = []
@@ -190,18 +227,7 @@ def _rebuild(writer: Writer, pages: int) -> set[int]:
                 futures.append(pool.submit(built, chunk))
             if len(chunk) < size:
                 break
-        return _inserted(writer, futures)
-
-
-def _inserted(writer: Writer, futures: list[Future[Built]]) -> set[int]:
-    """Insert each built segment as it comes (in order); the page ids written."""
-    present: set[int] = set()
-    for future in futures:
-        done = future.result()
-        present.update(done[0].tolist())
-        if done[0].size:
-            writer.insert(columns(done, []))
-    return present
+        return [future.result() for future in futures]
 
 
 Built = tuple[Any, ...]

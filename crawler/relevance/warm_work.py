@@ -39,7 +39,7 @@ def warm(db: str | None, at_idle: Callable[[Callable[[], Any]], Any]) -> bool:
             return False
         at_idle(lambda: compile_missing(load=bool(db) or queue_waiting()))
         for name in ([db] if db else []) + queued():
-            catch_up(name, name is not db)
+            catch_up(name, name is not db, at_idle)
     # a crawl that queued its database after the last look, while the lock was held, started
     # no warmer: once released, look again
     while queue_waiting():
@@ -48,7 +48,7 @@ def warm(db: str | None, at_idle: Callable[[Callable[[], Any]], Any]) -> bool:
                 break
             names = queued()
             for name in names:
-                catch_up(name, True)
+                catch_up(name, True, at_idle)
         if not names:  # a queue it cannot take (its folder is read-only now): leave it
             break
     return True
@@ -98,12 +98,14 @@ def compile_kernels() -> None:
             index.close()
 
 
-def catch_up(db: str, queued: bool) -> None:
-    """Bring ``db``'s search index up to date. A queued database that is gone, or is not a
-    crawl's (a crawl put it there before it ended), is left, with a word on stderr."""
+def catch_up(db: str, queued: bool, at_idle: Callable[[Callable[[], Any]], Any]) -> None:
+    """Bring ``db``'s search index up to date: its reads and build ``at_idle`` (on a read
+    snapshot, holding no lock), its writes in this thread. A queued database that is gone,
+    or is not a crawl's (a crawl put it there before it ended), is left, with a word on
+    stderr."""
     try:
         with quick_cache_loads():  # cached kernels, without numba's compiler set-up
-            SearchIndex(db).close()
+            SearchIndex(db, build=at_idle).close()
     except LookupError:  # an index it cannot have (a schema before it): rank scans
         pass
     except (StoreError, sqlite3.Error) as exc:

@@ -29,7 +29,9 @@ def connect(path: str, read_only: bool = False) -> tuple[sqlite3.Connection, boo
     writable = writable and os.access(os.path.dirname(path) or ".", os.W_OK)
     try:
         if writable:
-            connection = sqlite3.connect(path, isolation_level=None, timeout=30)
+            # shared with the thread a catch-up builds in (``catch_up``), one at a time
+            connection = sqlite3.connect(path, isolation_level=None, timeout=30,
+                                         check_same_thread=False)  # fmt: skip
             connection.execute("PRAGMA busy_timeout=30000")
             # not made by a crawl (or empty): the store's first open migrates it
             migrate(connection, path, new_too=False)
@@ -59,7 +61,15 @@ class SQLiteIndexTables:
     def pending_count(self) -> int:
         return int(self._connection.execute("SELECT count(*) FROM search_pending").fetchone()[0])
 
-    def catch_up(self) -> int:
+    def catch_up(self, build: segments.Builder | None = None) -> int:
+        """Index what the log names; how many pages it named. ``build``: how to run the
+        reads and the build, nearly all of the CPU (in a thread at idle priority, say: the
+        background warmer). They run on a read snapshot, holding no lock, and the writes
+        follow on that snapshot; if another connection wrote meanwhile, SQLite refuses
+        the snapshot's writes, and the whole catch-up runs again in one write
+        transaction, as without ``build``."""
+        if build is not None and (done := self._on_snapshot(build)) is not None:
+            return done
         self._connection.execute("BEGIN IMMEDIATE")
         try:
             done = segments.catch_up(_Writer(self._connection))
@@ -68,6 +78,26 @@ class SQLiteIndexTables:
             self._connection.execute("ROLLBACK")
             raise
         return done
+
+    def _on_snapshot(self, build: segments.Builder) -> int | None:
+        """The catch-up planned on a read snapshot, then written on it (how many pages the
+        log named); None if another connection has written since the snapshot began
+        (nothing of it is kept)."""
+        writer = _Writer(self._connection)
+        self._connection.execute("BEGIN DEFERRED")
+        try:
+            planned = build(lambda: segments.plan(writer))
+            segments.apply(writer, planned)  # the first write: refused on a stale snapshot
+            self._connection.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._connection.execute("ROLLBACK")
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            return None
+        except BaseException:
+            self._connection.execute("ROLLBACK")
+            raise
+        return len(planned.ids)
 
     def load(self) -> list[segments.Segment]:
         return [segments.segment_of(row) for row in self._connection.execute(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -253,3 +255,60 @@ def test_postings_of_huge_counts_and_many_terms() -> None:
     k = int(np.searchsorted(terms, many[-1]))
     kept = decode(postings[starts[k] : starts[k + 1]], 1, np.arange(42), *out, 0)
     assert (kept, out[0][0], out[1][0], out[2][0]) == (1, 41, 1, many.size - 1)
+
+
+def in_thread(work: Callable[[], segments.Plan]) -> segments.Plan:
+    """A ``build`` that runs the catch-up's plan in another thread, as the warmer does."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(work).result()
+
+
+def test_a_catch_up_built_on_a_snapshot_ranks_as_the_whole_corpus(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    path = tmp_path / "snap.db"
+    make_db(path)
+    put(path, {n: random_counts(rng, int(rng.integers(20, 200))) for n in range(400)})
+    queries = queries_of(rng)
+    SearchIndex(str(path), build=in_thread).close()  # the first: a build of every page
+    put(path, {n: random_counts(rng, 60) for n in range(0, 400, 9)})  # changed
+    put(path, {n: None for n in range(4, 400, 60)})  # no tokens any more
+    put(path, {n: random_counts(rng, 80) for n in range(400, 430)})  # new
+    index = SearchIndex(str(path), build=in_thread)
+    try:
+        assert index.indexed_now > 70
+    finally:
+        index.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 0
+        # the first build, the changed and new pages, the pages with no tokens any more
+        assert conn.execute("SELECT count(*) FROM search_segments").fetchone()[0] == 3
+    assert_same(path, queries)
+
+
+def test_a_write_during_a_snapshot_build_is_not_lost(tmp_path: Path) -> None:
+    """Another connection writes a page while the catch-up builds on its snapshot: SQLite
+    refuses the snapshot's writes, and the catch-up runs again in a write transaction, with
+    that page."""
+    rng = np.random.default_rng(6)
+    path = tmp_path / "race.db"
+    make_db(path)
+    put(path, {n: random_counts(rng, 100) for n in range(200)})
+    SearchIndex(str(path)).close()
+    put(path, {n: random_counts(rng, 50) for n in range(200, 220)})
+    builds: list[int] = []
+
+    def racing(work: Callable[[], segments.Plan]) -> segments.Plan:
+        planned = in_thread(work)
+        builds.append(len(planned.ids))
+        put(path, {7: random_counts(rng, 30), 500: random_counts(rng, 40)})  # a crawl writes
+        return planned
+
+    index = SearchIndex(str(path), build=racing)
+    try:
+        assert builds == [20]  # planned once on the snapshot, refused
+        assert index.indexed_now == 22  # then all of it, the racing pages too
+    finally:
+        index.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 0
+    assert_same(path, queries_of(rng))
