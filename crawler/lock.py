@@ -17,7 +17,10 @@ from crawler.errors import ConfigError, DatabaseLocked
 from storage.base import StoreRefused
 from storage.sqlite.store import check_location
 
-__all__ = ["DatabaseLocked", "RunLock"]
+__all__ = ["DatabaseLocked", "RunLock", "crawl_running"]
+
+_LOCKS_MAX = 8 * 1024 * 1024
+"""Bytes of ``/proc/locks`` read at most."""
 
 
 class RunLock:
@@ -55,3 +58,28 @@ class RunLock:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)  # closing releases the flock
+
+
+def crawl_running(db_path: str) -> bool | None:
+    """Whether a crawl holds ``db_path``'s run lock now; None where that cannot be known
+    (no ``/proc/locks``). Read from the kernel's list of locks, never by taking the lock:
+    a probe holding it for an instant would turn away a crawl starting then."""
+    try:
+        info = os.stat(db_path + ".lock")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        with open("/proc/locks", "rb") as locks:
+            text = locks.read(_LOCKS_MAX)
+    except OSError:
+        return None
+    # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:1234 0 EOF" (a waiter's line has "->" after
+    # the number); the device as the kernel prints it, in hex
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}".encode()
+    for line in text.splitlines():
+        words = [w for w in line.split() if w != b"->"]
+        if len(words) > 5 and words[1] == b"FLOCK" and words[5] == where:
+            return True
+    return False

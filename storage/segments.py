@@ -78,7 +78,8 @@ def segment_of(row: Sequence[Any]) -> Segment:
 
 
 Builder = Callable[[Callable[[], "Plan"]], "Plan"]
-"""Runs a catch-up's ``plan`` (in a thread at idle priority, say) and returns it."""
+"""Runs a catch-up's ``plan`` (in a thread at idle priority, say) and returns it
+(``storage.sqlite.search.SQLiteIndexTables.catch_up_on_snapshot``)."""
 
 
 class Cursor(Protocol):
@@ -123,10 +124,8 @@ class IndexTables(Protocol):
 
     def pending_count(self) -> int: ...
 
-    def catch_up(self, build: Builder | None = None) -> int:
-        """Index the logged pages (see ``catch_up``); how many the log named. ``build``:
-        how to run the reads and the build (``plan``), where the database can do them
-        before its write transaction (SQLite, on a read snapshot); else ignored."""
+    def catch_up(self) -> int:
+        """Index the logged pages (see ``catch_up``); how many the log named."""
         ...
 
     def load(self) -> list[Segment]:

@@ -213,9 +213,10 @@ class Engine:
         lock = RunLock(self.settings.db) if exclusive else contextlib.nullcontext()
         with lock:
             report = await self._run_locked()
-            # a detached warmer indexes what this run stored, and compiles (see there)
-            await asyncio.to_thread(after_crawl, self.settings.db, exclusive)
-            return report
+        # a detached warmer indexes what this run stored, and compiles (see there); started
+        # once the lock is released, as it leaves alone a database that a crawl holds
+        await asyncio.to_thread(after_crawl, self.settings.db, exclusive)
+        return report
 
     async def _run_locked(self) -> CrawlReport:
         self._started = time.monotonic()

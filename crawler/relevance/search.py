@@ -30,7 +30,7 @@ from crawler.relevance.scoring import _top_k
 from parsers import postings
 from parsers.postings import decode
 from storage.search import open_index_tables
-from storage.segments import Builder, IndexTables
+from storage.segments import IndexTables
 
 log = logging.getLogger(__name__)
 
@@ -131,17 +131,16 @@ class SearchIndex(PageScores):
     """The index of one crawl database (a SQLite file or a PostgreSQL DSN), kept open
     across queries."""
 
-    def __init__(self, db: str, read_only: bool = False, build: Builder | None = None) -> None:
+    def __init__(self, db: str, read_only: bool = False) -> None:
         """``read_only``: never write (``crawl serve``): an index that is behind is then
-        a ``LookupError``, as one that is missing. ``build``: how a catch-up's reads and
-        build run (``storage.segments.IndexTables.catch_up``)."""
+        a ``LookupError``, as one that is missing."""
         self._tables = open_index_tables(db, read_only)
         try:
             self.indexed_now = 0
             if not self._tables.has_index():
                 raise LookupError(f"{db}: no search index (schema before version 3, read-only)")
             if self._tables.writable:
-                self.indexed_now = self._tables.catch_up(build)
+                self.indexed_now = self._tables.catch_up()
             elif self._tables.pending_count():
                 raise LookupError(f"{db}: the search index is behind and the database is "
                                   "read-only")  # fmt: skip

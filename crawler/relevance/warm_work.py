@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from crawler.lock import crawl_running
 from crawler.relevance.search import SearchIndex, kernels_cached
 from crawler.relevance.warm import enqueue, only_warmer, queue_waiting, queued
 from parsers import aot, aot_build
 from parsers.kernel_cache import quick_cache_loads
 from parsers.tokens import TokenCounts, encode_counts, query_ids
 from storage.base import StoreError
+from storage.sqlite.search import SQLiteIndexTables
 from storage.sqlite.store import SQLiteStore
 
 
@@ -99,16 +101,29 @@ def compile_kernels() -> None:
 
 
 def catch_up(db: str, queued: bool, at_idle: Callable[[Callable[[], Any]], Any]) -> None:
-    """Bring ``db``'s search index up to date: its reads and build ``at_idle`` (on a read
-    snapshot, holding no lock), its writes in this thread. A queued database that is gone,
-    or is not a crawl's (a crawl put it there before it ended), is left, with a word on
-    stderr."""
+    """Bring ``db``'s search index up to date: its reads and build ``at_idle``, on a read
+    snapshot, holding no lock; its writes in this thread. Where a crawl wrote meanwhile,
+    the catch-up runs again in one write transaction, unless a crawl is running on ``db``:
+    that one's end indexes it (and nothing it writes waits for this). A queued database
+    that is gone, or is not a crawl's, is left, with a word on stderr."""
+    if crawl_running(db):
+        return
     try:
-        with quick_cache_loads():  # cached kernels, without numba's compiler set-up
-            SearchIndex(db, build=at_idle).close()
-    except LookupError:  # an index it cannot have (a schema before it): rank scans
-        pass
-    except (StoreError, sqlite3.Error) as exc:
+        tables = SQLiteIndexTables(db)
+    except StoreError as exc:
         if not queued:
             raise
         print(f"{db}: search index not brought up to date: {exc}", file=sys.stderr)
+        return
+    try:
+        if not (tables.writable and tables.has_index() and tables.pending_count()):
+            return  # read-only, a schema before the index (rank scans), or current
+        with quick_cache_loads():  # cached kernels, without numba's compiler set-up
+            if tables.catch_up_on_snapshot(at_idle) is None and not crawl_running(db):
+                tables.catch_up()
+    except sqlite3.Error as exc:
+        if not queued:
+            raise
+        print(f"{db}: search index not brought up to date: {exc}", file=sys.stderr)
+    finally:
+        tables.close()

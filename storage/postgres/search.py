@@ -89,9 +89,7 @@ class PostgresIndexTables:
                            "read the index log")  # fmt: skip
         return int(count)
 
-    def catch_up(self, build: segments.Builder | None = None) -> int:
-        """In one transaction under the index's advisory lock; ``build`` is not used (the
-        connection's calls run on this thread's event loop)."""
+    def catch_up(self) -> int:
         transaction = self.connection.transaction()
         self._call(transaction.start(), "start the index's catch-up")
         try:

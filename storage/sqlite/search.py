@@ -61,15 +61,7 @@ class SQLiteIndexTables:
     def pending_count(self) -> int:
         return int(self._connection.execute("SELECT count(*) FROM search_pending").fetchone()[0])
 
-    def catch_up(self, build: segments.Builder | None = None) -> int:
-        """Index what the log names; how many pages it named. ``build``: how to run the
-        reads and the build, nearly all of the CPU (in a thread at idle priority, say: the
-        background warmer). They run on a read snapshot, holding no lock, and the writes
-        follow on that snapshot; if another connection wrote meanwhile, SQLite refuses
-        the snapshot's writes, and the whole catch-up runs again in one write
-        transaction, as without ``build``."""
-        if build is not None and (done := self._on_snapshot(build)) is not None:
-            return done
+    def catch_up(self) -> int:
         self._connection.execute("BEGIN IMMEDIATE")
         try:
             done = segments.catch_up(_Writer(self._connection))
@@ -79,10 +71,12 @@ class SQLiteIndexTables:
             raise
         return done
 
-    def _on_snapshot(self, build: segments.Builder) -> int | None:
-        """The catch-up planned on a read snapshot, then written on it (how many pages the
-        log named); None if another connection has written since the snapshot began
-        (nothing of it is kept)."""
+    def catch_up_on_snapshot(self, build: segments.Builder) -> int | None:
+        """``catch_up`` with its reads and build, nearly all of its CPU, run by ``build`` (in
+        a thread at idle priority, say: the background warmer) on a read snapshot, holding
+        no lock; the writes follow on that snapshot. How many pages the log named; None if
+        another connection has written since the snapshot began: SQLite refuses a stale
+        snapshot's writes, and nothing of it is kept."""
         writer = _Writer(self._connection)
         self._connection.execute("BEGIN DEFERRED")
         try:

@@ -18,7 +18,7 @@ import crawler
 from crawler import Settings
 from crawler.cli import main
 from crawler.errors import ConfigError
-from crawler.lock import DatabaseLocked, RunLock
+from crawler.lock import DatabaseLocked, RunLock, crawl_running
 from crawler.settings import parse_duration
 from tests.proc import ROOT as ROOT_DIR
 from tests.sites import SiteServer, html_handler
@@ -30,6 +30,19 @@ def seeds(tmp_path: Path, url: str) -> str:
     path = tmp_path / "seeds.txt"
     path.write_text(url + "\n")
     return str(path)
+
+
+def hold(db: str) -> subprocess.Popen[str]:
+    """Another process holding ``db``'s run lock (for 60 s, or until killed)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; sys.path.insert(0, sys.argv[2]); from crawler.lock import RunLock\n"
+         "with RunLock(sys.argv[1]):\n print('locked', flush=True); time.sleep(60)",
+         db, str(ROOT_DIR)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    return holder
 
 
 def test_a_second_crawl_on_a_locked_database_exits_75(tmp_path: Path) -> None:
@@ -46,21 +59,41 @@ def test_a_second_crawl_on_a_locked_database_exits_75(tmp_path: Path) -> None:
 
 def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
     db = str(tmp_path / "x.db")
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; sys.path.insert(0, sys.argv[2]); from crawler.lock import RunLock\n"
-         "with RunLock(sys.argv[1]):\n print('locked', flush=True); time.sleep(60)",
-         db, str(ROOT_DIR)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    holder = hold(db)
     with pytest.raises(DatabaseLocked):
         RunLock(db).__enter__()
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(10)
+    assert holder.stdout is not None
     holder.stdout.close()
     with RunLock(db):  # the OS released the dead holder's lock
         pass
+
+
+def test_a_running_crawl_is_seen_without_taking_its_lock(tmp_path: Path) -> None:
+    """``crawl_running`` reads the kernel's list of locks: a crawl starting meanwhile is
+    never turned away by the probe, and a crawl in another process is seen, with and
+    without a second one waiting for the same lock."""
+    db = str(tmp_path / "x.db")
+    assert crawl_running(db) is False  # no lock file yet
+    holder = hold(db)
+    waiter = subprocess.Popen(  # a blocking flock: a "->" line in /proc/locks
+        [sys.executable, "-c", "import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX)",
+         db + ".lock"])  # fmt: skip
+    try:
+        for _ in range(50):
+            assert crawl_running(db)
+            time.sleep(0.01)
+        with pytest.raises(DatabaseLocked):
+            RunLock(db).__enter__()
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+        assert holder.stdout is not None
+        holder.stdout.close()
+        waiter.wait(10)
+    assert crawl_running(db) is False
+    assert crawl_running(str(tmp_path / "other.db")) is False
 
 
 def test_max_time_ends_the_run_cleanly(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from crawler.relevance.search import SearchIndex
 from parsers.postings import build, decode, unpack_blobs
 from parsers.tokens import TokenCounts, decode_counts, encode_counts
 from storage import segments
+from storage.sqlite.search import SQLiteIndexTables
 from storage.sqlite.store import SQLiteStore
 
 VOCABULARY = 3000
@@ -263,21 +264,25 @@ def in_thread(work: Callable[[], segments.Plan]) -> segments.Plan:
         return pool.submit(work).result()
 
 
+def snapshot_catch_up(path: Path, build: segments.Builder = in_thread) -> int | None:
+    tables = SQLiteIndexTables(str(path))
+    try:
+        return tables.catch_up_on_snapshot(build)
+    finally:
+        tables.close()
+
+
 def test_a_catch_up_built_on_a_snapshot_ranks_as_the_whole_corpus(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     path = tmp_path / "snap.db"
     make_db(path)
     put(path, {n: random_counts(rng, int(rng.integers(20, 200))) for n in range(400)})
     queries = queries_of(rng)
-    SearchIndex(str(path), build=in_thread).close()  # the first: a build of every page
+    assert snapshot_catch_up(path) == 400  # the first: a build of every page
     put(path, {n: random_counts(rng, 60) for n in range(0, 400, 9)})  # changed
     put(path, {n: None for n in range(4, 400, 60)})  # no tokens any more
     put(path, {n: random_counts(rng, 80) for n in range(400, 430)})  # new
-    index = SearchIndex(str(path), build=in_thread)
-    try:
-        assert index.indexed_now > 70
-    finally:
-        index.close()
+    assert snapshot_catch_up(path) == 45 + 7 + 30
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 0
         # the first build, the changed and new pages, the pages with no tokens any more
@@ -285,10 +290,10 @@ def test_a_catch_up_built_on_a_snapshot_ranks_as_the_whole_corpus(tmp_path: Path
     assert_same(path, queries)
 
 
-def test_a_write_during_a_snapshot_build_is_not_lost(tmp_path: Path) -> None:
+def test_a_snapshot_another_connection_wrote_after_is_refused_whole(tmp_path: Path) -> None:
     """Another connection writes a page while the catch-up builds on its snapshot: SQLite
-    refuses the snapshot's writes, and the catch-up runs again in a write transaction, with
-    that page."""
+    refuses the snapshot's writes and nothing of them is kept; the write transaction's
+    catch-up then has every page, the racing ones too."""
     rng = np.random.default_rng(6)
     path = tmp_path / "race.db"
     make_db(path)
@@ -303,12 +308,14 @@ def test_a_write_during_a_snapshot_build_is_not_lost(tmp_path: Path) -> None:
         put(path, {7: random_counts(rng, 30), 500: random_counts(rng, 40)})  # a crawl writes
         return planned
 
-    index = SearchIndex(str(path), build=racing)
+    assert snapshot_catch_up(path, racing) is None
+    assert builds == [20]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 22
+        assert conn.execute("SELECT count(*) FROM search_segments").fetchone()[0] == 1
+    index = SearchIndex(str(path))  # a write transaction's catch-up
     try:
-        assert builds == [20]  # planned once on the snapshot, refused
-        assert index.indexed_now == 22  # then all of it, the racing pages too
+        assert index.indexed_now == 22
     finally:
         index.close()
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT count(*) FROM search_pending").fetchone()[0] == 0
     assert_same(path, queries_of(rng))

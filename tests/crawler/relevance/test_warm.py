@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crawler.lock import RunLock, crawl_running
 from crawler.relevance import warm
 from parsers.tokens import TokenCounts, query_ids
 from tests.crawler.relevance.test_search import make_db, put
@@ -146,3 +147,18 @@ def test_the_warmers_entry_imports_nothing_heavy_at_normal_priority() -> None:
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_warmer_leaves_a_database_a_crawl_is_running_on(folder: Path) -> None:
+    """That crawl's end starts (or queues for) a warmer: nothing it writes waits for this
+    one's catch-up, nor does its WAL grow behind this one's snapshot."""
+    db = crawled(folder / "busy.db")
+    with RunLock(str(db)):
+        assert crawl_running(str(db))
+        done = run_warmer(folder, str(db))
+        assert done.returncode == 0, done.stderr
+        assert pending(db) == 20
+    assert crawl_running(str(db)) is False
+    done = run_warmer(folder, str(db))
+    assert done.returncode == 0, done.stderr
+    assert pending(db) == 0
