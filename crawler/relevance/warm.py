@@ -143,8 +143,9 @@ def enqueue(db: str) -> None:
     except OSError:
         return
     try:
-        if os.fstat(fd).st_size + len(line) <= _QUEUE_MAX:
-            os.write(fd, line)
+        found = os.fstat(fd)
+        if found.st_uid == os.getuid() and found.st_size + len(line) <= _QUEUE_MAX:
+            os.write(fd, line)  # not into a file another user made (a shared /tmp)
     finally:
         os.close(fd)
 

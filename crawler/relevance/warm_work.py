@@ -121,7 +121,7 @@ def catch_up(db: str, queued: bool, at_idle: Callable[[Callable[[], Any]], Any])
         with quick_cache_loads():  # cached kernels, without numba's compiler set-up
             if tables.catch_up_on_snapshot(at_idle) is None and not crawl_running(db):
                 tables.catch_up()
-    except sqlite3.Error as exc:
+    except (StoreError, sqlite3.Error) as exc:  # StoreError: a token blob that is not one
         if not queued:
             raise
         print(f"{db}: search index not brought up to date: {exc}", file=sys.stderr)

@@ -83,13 +83,12 @@ class SQLiteIndexTables:
             planned = build(lambda: segments.plan(writer))
             segments.apply(writer, planned)  # the first write: refused on a stale snapshot
             self._connection.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            self._connection.execute("ROLLBACK")
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY:
-                raise
-            return None
-        except BaseException:
-            self._connection.execute("ROLLBACK")
+        except BaseException as exc:
+            if self._connection.in_transaction:  # not if SQLite ended it (it may, on errors)
+                self._connection.execute("ROLLBACK")
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if isinstance(exc, sqlite3.OperationalError) and code == sqlite3.SQLITE_BUSY:
+                return None
             raise
         return len(planned.ids)
 

@@ -85,19 +85,23 @@ def test_crawls_ending_together_start_one_warmer_that_indexes_both(folder: Path)
     assert not warm.queue_waiting()
 
 
-def test_the_warmer_indexes_what_was_queued_and_passes_over_what_is_not_a_crawl(
+def test_the_warmer_indexes_what_was_queued_and_passes_over_what_it_cannot(
     folder: Path,
 ) -> None:
     good = crawled(folder / "good.db")
     not_a_crawl = folder / "notes.db"
     with sqlite3.connect(not_a_crawl) as conn:
         conn.execute("CREATE TABLE notes (text)")
-    for name in (folder / "gone.db", not_a_crawl, good, good):
+    damaged = crawled(folder / "damaged.db")
+    with sqlite3.connect(damaged) as conn:
+        conn.execute("UPDATE pages SET tokens = x'ff00' WHERE id = 3")  # not a token blob
+    for name in (folder / "gone.db", not_a_crawl, damaged, good, good):
         warm.enqueue(str(name))
     done = run_warmer(folder)
     assert done.returncode == 0, done.stderr
     assert pending(good) == 0
     assert "gone.db" in done.stderr and "notes.db" in done.stderr
+    assert "damaged.db" in done.stderr and pending(damaged) == 20  # rolled back, left as it was
     assert not warm.queue_waiting()
 
 
