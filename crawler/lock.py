@@ -17,7 +17,7 @@ from crawler.errors import ConfigError, DatabaseLocked
 from storage.base import StoreRefused
 from storage.sqlite.store import check_location
 
-__all__ = ["DatabaseLocked", "RunLock", "crawl_running"]
+__all__ = ["DatabaseLocked", "RunLock", "crawl_running", "flock_held"]
 
 _LOCKS_MAX = 8 * 1024 * 1024
 """Bytes of ``/proc/locks`` read at most."""
@@ -62,10 +62,17 @@ class RunLock:
 
 def crawl_running(db_path: str) -> bool | None:
     """Whether a crawl holds ``db_path``'s run lock now; None where that cannot be known
-    (no ``/proc/locks``). Read from the kernel's list of locks, never by taking the lock:
-    a probe holding it for an instant would turn away a crawl starting then."""
+    (``flock_held``)."""
+    return flock_held(db_path + ".lock")
+
+
+def flock_held(path: str) -> bool | None:
+    """Whether a process holds an ``flock`` on the file at ``path`` now; None where that
+    cannot be known (no ``/proc/locks``). Read from the kernel's list of locks, never by
+    taking the lock: a probe holding it for an instant would turn away a crawl (or a
+    warmer) starting then."""
     try:
-        info = os.stat(db_path + ".lock")
+        info = os.stat(path)
     except FileNotFoundError:
         return False
     except OSError:
@@ -75,11 +82,18 @@ def crawl_running(db_path: str) -> bool | None:
             text = locks.read(_LOCKS_MAX)
     except OSError:
         return None
-    # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:1234 0 EOF" (a waiter's line has "->" after
-    # the number); the device as the kernel prints it, in hex
+    # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:1234 0 EOF" (a waiter's line has "->" after the
+    # number): the file system's device as the kernel prints it, in hex. Where that is an
+    # anonymous device (major 0), stat may give another one (btrfs gives each subvolume its
+    # own): the inode decides there.
     where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}".encode()
+    anonymous = os.major(info.st_dev) == 0
+    inode = f":{info.st_ino}".encode()
     for line in text.splitlines():
         words = [w for w in line.split() if w != b"->"]
-        if len(words) > 5 and words[1] == b"FLOCK" and words[5] == where:
+        if len(words) <= 5 or words[1] != b"FLOCK":
+            continue
+        if words[5] == where or (anonymous and words[5].startswith(b"00:")
+                                 and words[5].endswith(inode)):  # fmt: skip
             return True
     return False

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+from crawler.lock import flock_held
 from parsers import aot
 from storage.sqlite.read import read_only_uri
 
@@ -62,10 +63,10 @@ def start_warming(db: str | None) -> bool:
             return True
     child_fd = 3
     try:
+        # above the descriptors the spawn writes (0-2 if this process had one closed, 3)
+        lock, old = fcntl.fcntl(lock, fcntl.F_DUPFD_CLOEXEC, 10), lock
+        os.close(old)
         with open(os.devnull, "rb+") as null:
-            if lock == child_fd:  # dup2 onto itself would keep close-on-exec set
-                lock, old = os.dup(lock), lock
-                os.close(old)
             actions = [(os.POSIX_SPAWN_DUP2, null.fileno(), fd) for fd in (0, 1, 2)]
             actions.append((os.POSIX_SPAWN_DUP2, lock, child_fd))
             env = {**os.environ, LOCK_FD_ENV: str(child_fd)}
@@ -91,8 +92,11 @@ def after_crawl(db: str, indexed: bool) -> None:
     (nor compiles, nor builds a large index at its end). Reads the log with the standard
     library only; never raises (the crawl is stored whatever happens here; ``crawl rank``
     catches up anyway)."""
-    if (indexed and _pages_to_index(db)) or aot.wanted():
-        start_warming(db if indexed else None)
+    try:
+        if (indexed and _pages_to_index(db)) or aot.wanted():
+            start_warming(db if indexed else None)
+    except Exception as exc:  # a bug here must not fail a crawl that is stored
+        log.warning("the background warmer was not started: %s", exc)
 
 
 def _pages_to_index(db: str) -> bool:
@@ -132,22 +136,35 @@ def _take_lock() -> int | None:
 
 
 def enqueue(db: str) -> None:
-    """Leave ``db`` (a SQLite file) for the running warmer (``queued``). One ``O_APPEND``
-    write of one line: writers do not interleave."""
+    """Leave ``db`` (a SQLite file) for the running warmer (``queued``): one ``O_APPEND``
+    write of one line, under the queue file's ``flock`` and into the file still at its
+    path (not one a reader has taken meanwhile). Never raises: a line not written leaves
+    ``db`` to its next reader."""
     line = os.path.abspath(db).encode("utf-8", "surrogateescape") + b"\n"
     if b"\n" in line[:-1]:
-        return  # a name with a newline in it: its next reader catches up
-    try:
-        fd = os.open(_lock_path("queue"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
-                     0o600)  # fmt: skip
-    except OSError:
-        return
-    try:
-        found = os.fstat(fd)
-        if found.st_uid == os.getuid() and found.st_size + len(line) <= _QUEUE_MAX:
-            os.write(fd, line)  # not into a file another user made (a shared /tmp)
-    finally:
-        os.close(fd)
+        return  # a name with a newline in it
+    path = _lock_path("queue")
+    for _ in range(8):  # a reader takes the file at most once per warmer's pass
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            found = os.fstat(fd)
+            try:
+                here = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue  # taken by a reader between the open and the lock
+            if (found.st_ino, found.st_dev) != (here.st_ino, here.st_dev):
+                continue
+            if found.st_uid == os.getuid() and found.st_size + len(line) <= _QUEUE_MAX:
+                os.write(fd, line)  # not into a file another user made (a shared /tmp)
+            return
+        except OSError:  # a full disk, say
+            return
+        finally:
+            os.close(fd)
 
 
 def queued() -> list[str]:
@@ -164,14 +181,17 @@ def queued() -> list[str]:
     except OSError:
         return []
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a writer that opened it before the rename is done
         if os.fstat(fd).st_uid != os.getuid():
             return []
         data = os.read(fd, _QUEUE_MAX + 1)[:_QUEUE_MAX]
+    except OSError:
+        return []
     finally:
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(taken)
-    names = data.decode("utf-8", "surrogateescape").splitlines()
+    names = data[: data.rfind(b"\n") + 1].decode("utf-8", "surrogateescape").splitlines()
     return list(dict.fromkeys(n for n in names if n and os.path.isabs(n)))
 
 
@@ -181,7 +201,12 @@ def queue_waiting() -> bool:
 
 
 def warming() -> bool:
-    """Whether a warmer is running now (for this user)."""
+    """Whether a warmer is running now (for this user): from the kernel's list of locks,
+    where there is one, as a probe that took the lock could make a crawl ending then
+    take it for a warmer's."""
+    held = flock_held(_lock_path())
+    if held is not None:
+        return held
     with only_warmer(patience_s=0.0) as alone:
         return not alone
 
@@ -199,6 +224,7 @@ def only_warmer(patience_s: float = 0.5) -> Iterator[bool]:
         except OSError:
             pass
         else:
+            os.set_inheritable(int(handed), False)  # nothing this starts holds it after
             try:
                 yield True
             finally:

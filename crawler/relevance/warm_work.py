@@ -40,8 +40,10 @@ def warm(db: str | None, at_idle: Callable[[Callable[[], Any]], Any]) -> bool:
                 enqueue(db)
             return False
         at_idle(lambda: compile_missing(load=bool(db) or queue_waiting()))
-        for name in ([db] if db else []) + queued():
-            catch_up(name, name is not db, at_idle)
+        if db:
+            catch_up(db, False, at_idle)  # a failure here leaves the queue to the next warmer
+        for name in queued():
+            catch_up(name, True, at_idle)
     # a crawl that queued its database after the last look, while the lock was held, started
     # no warmer: once released, look again
     while queue_waiting():

@@ -76,7 +76,11 @@ class SQLiteIndexTables:
         a thread at idle priority, say: the background warmer) on a read snapshot, holding
         no lock; the writes follow on that snapshot. How many pages the log named; None if
         another connection has written since the snapshot began: SQLite refuses a stale
-        snapshot's writes, and nothing of it is kept."""
+        snapshot's writes, and nothing of it is kept. None too, with nothing done, for a
+        database not in WAL mode, where a reader holds writers off."""
+        mode = self._connection.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":  # a rollback journal: the reads would block writers
+            return None
         writer = _Writer(self._connection)
         self._connection.execute("BEGIN DEFERRED")
         try:

@@ -71,9 +71,8 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_a_running_crawl_is_seen_without_taking_its_lock(tmp_path: Path) -> None:
-    """``crawl_running`` reads the kernel's list of locks: a crawl starting meanwhile is
-    never turned away by the probe, and a crawl in another process is seen, with and
-    without a second one waiting for the same lock."""
+    """``crawl_running`` reads the kernel's list of locks, and sees a crawl in another
+    process, also while a second process waits for the same lock."""
     db = str(tmp_path / "x.db")
     assert crawl_running(db) is False  # no lock file yet
     holder = hold(db)

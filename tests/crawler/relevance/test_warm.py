@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -166,3 +167,76 @@ def test_the_warmer_leaves_a_database_a_crawl_is_running_on(folder: Path) -> Non
     done = run_warmer(folder, str(db))
     assert done.returncode == 0, done.stderr
     assert pending(db) == 0
+
+
+def test_no_name_is_lost_when_the_queue_is_taken_while_crawls_write_to_it(folder: Path) -> None:
+    """A reader (the warmer) takes the queue again and again while names are queued: each
+    name is read once, none goes into a file already taken."""
+    names = [str(folder / f"{n}.db") for n in range(400)]
+    read: list[str] = []
+    writing = threading.Event()
+    writing.set()
+
+    def reader() -> None:
+        while writing.is_set():
+            read.extend(warm.queued())
+        read.extend(warm.queued())
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for name in names:
+            warm.enqueue(name)
+    finally:
+        writing.clear()
+        thread.join(60)
+    assert sorted(read) == sorted(names)
+
+
+def test_a_probe_of_the_warmer_never_holds_its_lock(folder: Path) -> None:
+    """``warming()`` reads the kernel's locks: a crawl ending meanwhile takes the lock (and
+    starts its warmer) every time, where a probe that took the lock would turn it away."""
+    probing = threading.Event()
+    probing.set()
+    seen: list[bool] = []
+
+    def probe() -> None:
+        while probing.is_set():
+            seen.append(warm.warming())
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    try:
+        for _ in range(300):
+            fd = warm._take_lock()
+            assert fd is not None
+            os.close(fd)
+    finally:
+        probing.clear()
+        thread.join(60)
+    assert seen and not all(seen)
+
+
+def test_a_crawl_without_stdin_hands_the_real_lock_to_its_warmer(folder: Path) -> None:
+    """With descriptor 0 closed the lock would be opened as 0, and the spawn's redirection
+    of 0-2 would overwrite it before it is handed over as 3."""
+    start = ("import os; os.close(0); from crawler.relevance import warm;"
+             "print(warm.start_warming(None), warm.warming(), flush=True)")  # fmt: skip
+    env = child_env(drop=(warm.NO_WARM_ENV,), XDG_RUNTIME_DIR=str(folder), CRAWL_NO_AOT="1")
+    done = subprocess.run([sys.executable, "-c", start], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]  # its warmer holds the lock file's flock
+    wait_until(lambda: not warm.warming())
+
+
+def test_a_failure_to_start_a_warmer_does_not_fail_the_crawl(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = crawled(folder / "done.db")
+
+    def broken(name: str | None) -> bool:
+        raise RuntimeError("no warmer today")
+
+    monkeypatch.setattr(warm, "start_warming", broken)
+    warm.after_crawl(str(db), True)  # logged, not raised: the crawl is stored
