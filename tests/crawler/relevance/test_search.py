@@ -132,12 +132,18 @@ def test_postings_round_trip() -> None:
         unpack_blobs([encode_counts(docs[0]), b"not a blob at all"])
 
 
-def test_the_index_ranks_as_the_whole_corpus_and_follows_changes(tmp_path: Path) -> None:
-    rng = np.random.default_rng(11)
-    path = tmp_path / "c.db"
+def corpus(path: Path, seed: int, pages: int) -> tuple[np.random.Generator, list[list[int]]]:
+    """A crawl database at ``path`` of ``pages`` random pages waiting to be indexed; the
+    generator that made them and queries for them."""
+    rng = np.random.default_rng(seed)
     make_db(path)
-    put(path, {n: random_counts(rng, int(rng.integers(20, 200))) for n in range(600)})
-    queries = queries_of(rng)
+    put(path, {n: random_counts(rng, int(rng.integers(20, 200))) for n in range(pages)})
+    return rng, queries_of(rng)
+
+
+def test_the_index_ranks_as_the_whole_corpus_and_follows_changes(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    rng, queries = corpus(path, 11, 600)
     assert_same(path, queries)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM search_segments").fetchone()[0] == 1
@@ -273,11 +279,8 @@ def snapshot_catch_up(path: Path, build: segments.Builder = in_thread) -> int | 
 
 
 def test_a_catch_up_built_on_a_snapshot_ranks_as_the_whole_corpus(tmp_path: Path) -> None:
-    rng = np.random.default_rng(5)
     path = tmp_path / "snap.db"
-    make_db(path)
-    put(path, {n: random_counts(rng, int(rng.integers(20, 200))) for n in range(400)})
-    queries = queries_of(rng)
+    rng, queries = corpus(path, 5, 400)
     assert snapshot_catch_up(path) == 400  # the first: a build of every page
     put(path, {n: random_counts(rng, 60) for n in range(0, 400, 9)})  # changed
     put(path, {n: None for n in range(4, 400, 60)})  # no tokens any more
