@@ -26,6 +26,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from crawler.engine.pipeline import LINK_WEIGHT
 from crawler.report import RunCounters
 from storage.base import PageRecord, SkipRecord, Store, StoreError, UrlRecord
 
@@ -38,11 +39,16 @@ FOUND_BATCH = 10_000
 FOUND_MAX = 30_000
 """``room`` waits while more URLs than this are found and not yet stored: waiting for a
 write, or in the write under way (it holds them until it commits)."""
-QUEUE_BYTES = 8 << 20
-"""``room`` waits while the records not yet written weigh (``weight``) more than this. A
-page of 10,000 links carries ~0.5 MB of ``links_json``: twice this bound let dozens of such
-pages wait for the store at once, for no speed; half of it makes the writes of such pages
-too frequent."""
+QUEUE_BYTES = 24 << 20
+"""``room`` waits while the records not yet written weigh (``weight``) more than this.
+
+A page of 10,000 links weighs ~1.5 MB (its ~0.5 MB of ``links_json`` three times): this
+bound lets 16 such pages wait for the store, as 8 MB of unweighted JSON did before; twice
+as many made the tree's peak PSS ~10 MB larger at a million URLs, for no speed
+(bench/memory_bench.py). Pages of text weigh what they hold, and the bound lets three
+times as much of them wait: the write of one batch (~4 MB on the bench site) no longer
+fills the queue behind it, which held half the bench site's page jobs in ``room``
+(5,500 waits in 10,040 pages, 9 % of the crawl's time at 8 MB: bench/RESULTS.md)."""
 
 
 WRITE_NOW = object()
@@ -50,9 +56,11 @@ WRITE_NOW = object()
 
 
 def weight(record: PageRecord) -> int:
-    """What a queued record holds in memory, roughly: its text, outlinks, tokens and (with
-    ``--store-body``) body."""
-    size = len(record.text or "") + len(record.links_json) + len(record.tokens or b"")
+    """What a queued record holds in memory, roughly: its text, tokens and (with
+    ``--store-body``) body, and its outlinks as the page's job holds them while it waits in
+    ``room`` (the JSON and each URL's string: ``LINK_WEIGHT`` times the JSON)."""
+    size = len(record.text or "") + LINK_WEIGHT * len(record.links_json)
+    size += len(record.tokens or b"")
     return size + len(record.body) if record.body else size
 
 

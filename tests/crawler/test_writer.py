@@ -178,6 +178,21 @@ def test_a_record_weighs_its_stored_body_too() -> None:
     page = PageRecord(url="http://e.com/", final_url="http://e.com/", status=200, error=None,
                       content_type="text/html", depth=0, body_bytes=5000, fetched_at=STAMP,
                       text="x" * 100, tokens=b"t" * 10)  # fmt: skip
-    assert writer_module.weight(page) == 100 + len("[]") + 10
+    assert writer_module.weight(page) == 100 + 3 * len("[]") + 10
     page.body = b"b" * 3000
-    assert writer_module.weight(page) == 100 + len("[]") + 10 + 3000
+    assert writer_module.weight(page) == 100 + 3 * len("[]") + 10 + 3000
+
+
+def test_a_record_weighs_its_links_as_its_job_holds_them() -> None:
+    """A page job holds its links (a string each) besides the JSON while it waits for room:
+    a byte of ``links_json`` weighs three of text, so that the bound holds a third as many
+    link-heavy pages as pages of text of the same size."""
+    links = "[" + ", ".join(f'"http://e.com/{i}"' for i in range(1000)) + "]"
+    linked = PageRecord(url="http://e.com/", final_url="http://e.com/", status=200, error=None,
+                        content_type="text/html", depth=0, body_bytes=5000, fetched_at=STAMP,
+                        links_json=links)  # fmt: skip
+    texty = PageRecord(url="http://e.com/", final_url="http://e.com/", status=200, error=None,
+                       content_type="text/html", depth=0, body_bytes=5000, fetched_at=STAMP,
+                       text="x" * len(links))  # fmt: skip
+    assert writer_module.weight(linked) == 3 * len(links)
+    assert writer_module.weight(texty) == len(links) + 3 * len("[]")
