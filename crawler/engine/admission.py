@@ -172,13 +172,14 @@ class Admission:
         queued in memory raised by it."""
         frontier, now = self._frontier, time.monotonic()
         added = False
+        raises: list[tuple[str, float]] = []
         for url in links:
             evidence = link_evidence(relevance, anchor_hits.get(url, 0), query_words)
             if "?" in url or ";" in url or "@" in url:
                 url = strip_session_ids(strip_userinfo(url))
             if frontier.seen(url):
                 if evidence >= REOFFER_MIN:  # as the workers offer a known link again
-                    added |= frontier.raise_priority(url, evidence, now)
+                    raises.append((url, evidence))
                 continue
             reason = self.admit(url)
             if reason is None and "?" in url and self._templates is not None:
@@ -188,6 +189,8 @@ class Admission:
             else:
                 frontier.mark_seen(url)
                 self.skip(url, depth, reason)
+        if raises:
+            added |= frontier.raise_priorities(raises, now)
         if added:
             self._wake()
 

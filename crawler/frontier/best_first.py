@@ -16,6 +16,7 @@ per-host limit and delays as in ``Frontier``; ``queued`` counts live entries onl
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from typing import Any
 
 from crawler.frontier.hosts import _YIELD, PAGE, FetchJob, Frontier, _Entry, _Host
@@ -41,21 +42,38 @@ class BestFirstFrontier(Frontier):
         """Add ``by`` (> 0) to the priority of ``url`` if it is queued in memory (another
         page links to it); whether it moved. A URL not queued here (fetched, in flight, or
         waiting in the store) is left as it is."""
-        live = self._live
-        entry = live.get(url)
-        if entry is None or by <= 0:
-            return False
-        host = self._hosts[url_origin(url)]
-        self._seq += 1
-        raised = (entry[0] - by, self._seq, *entry[2:])
-        heapq.heappush(host.queue, raised)
-        live[url] = raised
-        self._moved_up(host, raised[0])
-        if len(host.queue) > 2 * len(live) + 1024:  # mostly dropped entries: compact
-            host.queue = [e for e in host.queue if e[4] != PAGE or e[5] or live.get(e[2]) is e]
-            heapq.heapify(host.queue)
-        self._schedule(host, now)
-        return True
+        return self.raise_priorities([(url, by)], now)
+
+    def raise_priorities(self, raises: Iterable[tuple[str, float]], now: float) -> bool:
+        """``raise_priority`` of each (url, by), in order; whether any moved. A page's known
+        links in one call: each host's place in ``_due``, its compaction and its schedule
+        are seen to once, after its entries (a page re-offers dozens of known links, and
+        this was the crawl process's costliest call with a query)."""
+        live, hosts, push = self._live, self._hosts, heapq.heappush
+        seq = self._seq
+        moved: dict[str, tuple[_Host, float]] = {}
+        """origin -> (its host, its best new key)"""
+        for url, by in raises:
+            entry = live.get(url)
+            if entry is None or by <= 0:
+                continue
+            origin = url_origin(url)
+            host = hosts[origin]
+            seq += 1
+            raised = (entry[0] - by, seq, *entry[2:])
+            push(host.queue, raised)
+            live[url] = raised
+            best = moved.get(origin)
+            if best is None or raised[0] < best[1]:
+                moved[origin] = (host, raised[0])
+        self._seq = seq
+        for host, key in moved.values():
+            self._moved_up(host, key)
+            if len(host.queue) > 2 * len(live) + 1024:  # mostly dropped entries: compact
+                host.queue = [e for e in host.queue if e[4] != PAGE or e[5] or live.get(e[2]) is e]
+                heapq.heapify(host.queue)
+            self._schedule(host, now)
+        return bool(moved)
 
     def priority_of(self, url: str) -> float | None:
         """The priority ``url`` is queued at in memory, else ``None``."""

@@ -228,6 +228,10 @@ class Frontier:
         """Best-first only (``BestFirstFrontier``): here nothing moves."""
         return False
 
+    def raise_priorities(self, raises: Iterable[tuple[str, float]], now: float) -> bool:
+        """Best-first only (``BestFirstFrontier``): here nothing moves."""
+        return False
+
     def best_due(self, now: float) -> float | None:
         """Best-first only (``BestFirstFrontier``): here ``None``."""
         return None

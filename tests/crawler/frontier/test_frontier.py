@@ -317,6 +317,28 @@ def test_many_raises_keep_a_hosts_heap_small() -> None:
     assert sorted(urls) == sorted(f"http://a.com/{i}" for i in range(10))
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 29), st.floats(-0.5, 3.0)), max_size=60))
+def test_raises_in_one_call_order_the_urls_as_one_at_a_time(
+    raises: list[tuple[int, float]],
+) -> None:
+    """``raise_priorities`` (a page's known links at once) leaves the frontier as the same
+    raises one ``raise_priority`` each would: the same priorities, the same order out, on
+    every host; URLs not queued, repeated ones and ``by <= 0`` included."""
+    one, batched = (BestFirstFrontier(per_host=1, delay_s=0.0, check_robots=False)
+                    for _ in range(2))  # fmt: skip
+    for f in (one, batched):
+        for i in range(24):  # p24..p29 are never queued
+            f.add(f"http://h{i % 3}.com/p{i}", 1, 0.0, priority=(i * 7 % 5) / 2)
+    pairs = [(f"http://h{n % 3}.com/p{n}", by) for n, by in raises]
+    moved = [one.raise_priority(url, by, 0.0) for url, by in pairs]
+    assert batched.raise_priorities(pairs, 0.0) == any(moved)
+    for i in range(30):
+        url = f"http://h{i % 3}.com/p{i}"
+        assert batched.priority_of(url) == one.priority_of(url)
+    assert [j.url for j in drain_released(batched)] == [j.url for j in drain_released(one)]
+
+
 def drain_released(frontier: Frontier) -> list[FetchJob]:
     jobs = []
     while isinstance(job := frontier.next(0.0), FetchJob):
