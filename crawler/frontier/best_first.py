@@ -60,7 +60,7 @@ class BestFirstFrontier(Frontier):
             origin = url_origin(url)
             host = hosts[origin]
             seq += 1
-            raised = (entry[0] - by, seq, *entry[2:])
+            raised = (entry[0] - by, seq, entry[2], entry[3], entry[4], entry[5], entry[6])
             push(host.queue, raised)
             live[url] = raised
             best = moved.get(origin)
