@@ -185,20 +185,16 @@ anchors_len(Anchors *self)
     return self->count;
 }
 
-/* text(i): the text of link i's element, as selectolax's `node.text()` (every text node
-   below it, in order, decoded as one); "" once the tree's budget of visits is spent, and ""
-   for a text longer (in bytes) than what is left of the tree's budget of bytes (a shorter
-   one after it is still read). */
-static PyObject *
-anchors_text(Anchors *self, PyObject *arg)
+/* Link i's text as UTF-8 bytes in a new buffer (*out, *length; free it with PyMem_Free):
+   1; 0 with no buffer once the tree's budget of visits is spent, or for a text longer (in
+   bytes) than what is left of the tree's budget of bytes (a shorter one after it is still
+   read); -1 with an exception set. */
+static int
+anchor_bytes(Anchors *self, Py_ssize_t i, char **out, size_t *length)
 {
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
     if (i < 0 || i >= self->count) {
         PyErr_SetString(PyExc_IndexError, "no such link");
-        return NULL;
+        return -1;
     }
     lx_node *root = self->nodes[i];
     /* One pass to size the text, one to copy it: no text node is read twice. */
@@ -207,7 +203,7 @@ anchors_text(Anchors *self, PyObject *arg)
     for (lx_node *node = step(root, root, 0); node != NULL; node = step(node, root, 0)) {
         if (++visits > self->budget) {
             self->budget = 0;
-            return PyUnicode_FromStringAndSize("", 0);
+            return 0;
         }
         if (node->local_name == TAG__TEXT) {
             const lx_str *data = &((lx_character_data *)node)->data;
@@ -218,12 +214,13 @@ anchors_text(Anchors *self, PyObject *arg)
     }
     self->budget -= visits;
     if (size > (size_t)self->bytes) {
-        return PyUnicode_FromStringAndSize("", 0);
+        return 0;
     }
     self->bytes -= (Py_ssize_t)size;
     char *buffer = PyMem_Malloc(size ? size : 1);
     if (buffer == NULL) {
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return -1;
     }
     size_t at = 0;
     for (lx_node *node = step(root, root, 0); node != NULL; node = step(node, root, 0)) {
@@ -235,6 +232,111 @@ anchors_text(Anchors *self, PyObject *arg)
             }
         }
     }
+    *out = buffer;
+    *length = at;
+    return 1;
+}
+
+/* text(i): the text of link i's element, as selectolax's `node.text()` (every text node
+   below it, in order, decoded as one); "" once the tree's budget of visits is spent, and ""
+   for a text longer (in bytes) than what is left of the tree's budget of bytes. */
+static PyObject *
+anchors_text(Anchors *self, PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    char *buffer = NULL;
+    size_t at = 0;
+    int got = anchor_bytes(self, i, &buffer, &at);
+    if (got <= 0) {
+        return got < 0 ? NULL : PyUnicode_FromStringAndSize("", 0);
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(buffer, (Py_ssize_t)at, "replace");
+    PyMem_Free(buffer);
+    return text;
+}
+
+/* Whether `text` (ASCII) holds `needle` (lower-case ASCII), ASCII letters in any case. */
+static int
+holds(const char *text, size_t length, const char *needle, size_t size)
+{
+    if (size == 0) {
+        return 1;
+    }
+    for (size_t at = 0; at + size <= length; at++) {
+        size_t k = 0;
+        while (k < size) {
+            char c = text[at + k];
+            if (c >= 'A' && c <= 'Z') {
+                c = (char)(c + ('a' - 'A'));
+            }
+            if (c != needle[k]) {
+                break;
+            }
+            k++;
+        }
+        if (k == size) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* text_if(i, needles): text(i), or None where that text is all ASCII and holds none of
+   `needles` (a tuple of lower-case ASCII bytes), its letters in any case: for ASCII text
+   that is what `any(n in text.lower() ...)` says, so a query's words are looked for in the
+   anchors without a str for those that hold none (most). Text with any other byte is
+   returned for the caller to look in (str.lower() folds some non-ASCII letters to ASCII
+   ones: K, the Kelvin sign, to k). The budgets are spent as text(i) spends them. */
+static PyObject *
+anchors_text_if(Anchors *self, PyObject *args)
+{
+    Py_ssize_t i;
+    PyObject *needles;
+    if (!PyArg_ParseTuple(args, "nO!:text_if", &i, &PyTuple_Type, &needles)) {
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(needles);
+    for (Py_ssize_t n = 0; n < count; n++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(needles, n))) {
+            PyErr_SetString(PyExc_TypeError, "text_if: needles must be bytes");
+            return NULL;
+        }
+    }
+    char *buffer = NULL;
+    size_t at = 0;
+    int got = anchor_bytes(self, i, &buffer, &at);
+    if (got <= 0) {
+        if (got < 0) {
+            return NULL;
+        }
+        for (Py_ssize_t n = 0; n < count; n++) { /* "": only an empty needle is in it */
+            if (PyBytes_GET_SIZE(PyTuple_GET_ITEM(needles, n)) == 0) {
+                return PyUnicode_FromStringAndSize("", 0);
+            }
+        }
+        Py_RETURN_NONE;
+    }
+    int ascii = 1;
+    for (size_t k = 0; k < at; k++) {
+        if ((unsigned char)buffer[k] & 0x80) {
+            ascii = 0;
+            break;
+        }
+    }
+    if (ascii) {
+        int found = 0;
+        for (Py_ssize_t n = 0; n < count && !found; n++) {
+            PyObject *needle = PyTuple_GET_ITEM(needles, n);
+            found = holds(buffer, at, PyBytes_AS_STRING(needle), (size_t)PyBytes_GET_SIZE(needle));
+        }
+        if (!found) {
+            PyMem_Free(buffer);
+            Py_RETURN_NONE;
+        }
+    }
     PyObject *text = PyUnicode_DecodeUTF8(buffer, (Py_ssize_t)at, "replace");
     PyMem_Free(buffer);
     return text;
@@ -242,6 +344,8 @@ anchors_text(Anchors *self, PyObject *arg)
 
 static PyMethodDef anchors_methods[] = {
     {"text", (PyCFunction)anchors_text, METH_O, "The text of link i's element."},
+    {"text_if", (PyCFunction)anchors_text_if, METH_VARARGS,
+     "text_if(i, needles): text(i), or None if it is ASCII and holds no needle."},
     {NULL, NULL, 0, NULL},
 };
 

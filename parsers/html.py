@@ -169,8 +169,11 @@ def _links(
             return (), (), {} if terms else None
         hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES)
         text_of: Callable[[int], str] = anchors.text
+        needles = _ascii_needles(terms) if terms else None
+        screened = anchors.text_if if needles is not None else None
     else:
         hrefs, rels, text_of = python_hrefs(tree, most, invisible)
+        needles = screened = None
     # All hrefs at once: one numba call instead of Python for each. Then no Python
     # loop over every link but where it must look at each (anchor text, for a query): the
     # links deduplicated in C (an href that resolves to nothing is None).
@@ -195,13 +198,28 @@ def _links(
             # none is read for a link left out, or one that has every query word already.
             if url not in found or hits.get(url, 0) == most_hits:
                 continue
-            text = text_of(i).lower()
+            if screened is None:
+                text = text_of(i).lower()
+            else:  # None: ASCII text without any query word (most anchors), seen in C
+                screened_text = screened(i, needles)
+                if screened_text is None:
+                    continue
+                text = screened_text.lower()
             if any_term(text) is None:
                 continue
             count = len(terms.intersection(_WORDS.findall(text)))
             if count > hits.get(url, 0):
                 hits[url] = count
     return tuple(found), tuple(nofollow), hits
+
+
+@functools.lru_cache(maxsize=8)
+def _ascii_needles(terms: frozenset[str]) -> tuple[bytes, ...] | None:
+    """The query words as ASCII bytes for the C walk's ``Anchors.text_if`` (which screens out
+    ASCII anchor text holding none of them), or ``None`` if any word is not ASCII."""
+    if not all(term.isascii() for term in terms):
+        return None
+    return tuple(term.encode("ascii") for term in sorted(terms))
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
@@ -114,7 +114,8 @@ def _job(body: bytes, **kw: object) -> ParseJob:
 def test_parse_page_is_the_same_with_either_walk(markup: bytes) -> None:
     """With a query (anchor hits read) and without, the whole ``Page`` is equal."""
     assert native is not None
-    for kw in ({}, {"query_terms": ("text", "caf\u00e9", "x")}):
+    # a non-ASCII word: anchors read as str; ASCII words only: screened in C (``text_if``)
+    for kw in ({}, {"query_terms": ("text", "caf\u00e9", "x")}, {"query_terms": ("text", "x")}):
         ours = html.parse_page(_job(markup, **kw))
         try:
             tree_walk.native = None
@@ -208,6 +209,36 @@ def test_both_walks_spend_the_anchor_text_budget_alike(
     )
     assert theirs == hrefs
     assert [text_of(i) for i in range(len(hrefs))] == ours
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_PARTS, "TEXT", "Te", "xT", "\u212a", "k"]), max_size=40).map(
+        "".join
+    ),
+    st.integers(0, 40),
+    st.integers(0, 60),
+    st.lists(st.sampled_from(["text", "x", "te", "k", ""]), max_size=3).map(tuple),
+)
+@example("<a href=/a>text</a><a href=/b>x</a>", 1, 60, ("",))  # a spent budget: ""
+def test_text_if_screens_out_exactly_the_ascii_texts_without_a_needle(
+    markup: str, budget: int, text_bytes: int, words: tuple[str, ...]
+) -> None:
+    """``Anchors.text_if(i, needles)`` is ``None`` where ``text(i)`` is ASCII and holds no
+    needle in any case (``""`` included: a spent budget), and ``text(i)`` otherwise, the
+    Kelvin sign (which ``str.lower()`` folds to k) too; its budgets go as ``text``'s."""
+    assert native is not None
+    needles = tuple(word.encode() for word in words)
+    tree = LexborHTMLParser(markup)
+    assert tree.root is not None
+    _, _, anchors = native.links(tree.root, 1_000, budget, text_bytes)
+    texts = [anchors.text(i) for i in range(len(anchors))]
+    _, _, screening = native.links(tree.root, 1_000, budget, text_bytes)
+    for i, text in enumerate(texts):
+        lower = text.lower()
+        held = not text.isascii() or any(word in lower for word in words)
+        assert screening.text_if(i, needles) == (text if held else None), (i, text)
 
 
 @needs_c
