@@ -9,6 +9,12 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("parsers._walk", ["parsers/_walk.c"], optional=True, extra_compile_args=["-O2"])
+        Extension(
+            "parsers._walk",
+            ["parsers/_walk.c", "parsers/_resolve.c"],
+            depends=["parsers/_resolve.h"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
     ]
 )

@@ -30,6 +30,8 @@ through the nodes around it, which this walk does not do (node_of refuses them).
 #include <stdint.h>
 #include <string.h>
 
+#include "_resolve.h"
+
 /* lexbor: dom/interfaces/{node,element,attr,character_data}.h and core/str.h */
 typedef struct {
     unsigned char *data;
@@ -362,16 +364,78 @@ static PyTypeObject AnchorsType = {
     .tp_as_sequence = &anchors_sequence,
 };
 
-/* ---- links(root, most, visits, text_bytes) ---- */
+/* ---- links(root, most, visits, text_bytes) and resolved_links(..., base) ---- */
 
-static PyObject *
-links(PyObject *module, PyObject *args)
+/* Room for one href's resolution (parsers/_resolve.h), grown as hrefs need. */
+typedef struct {
+    unsigned char *out;
+    size_t out_size;
+    size_t *stack;
+    size_t stack_size;
+} scratch;
+
+static int
+scratch_fit(scratch *room, const resolve_base *base, size_t size)
 {
-    PyObject *owner;
-    Py_ssize_t most, budget, bytes;
-    if (!PyArg_ParseTuple(args, "Onnn", &owner, &most, &budget, &bytes)) {
+    size_t out_size = resolve_out_bytes(base, size), stack_size = resolve_stack_entries(base, size);
+    if (out_size > room->out_size) {
+        unsigned char *out = PyMem_Realloc(room->out, out_size);
+        if (out == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        room->out = out;
+        room->out_size = out_size;
+    }
+    if (stack_size > room->stack_size) {
+        size_t *stack = PyMem_Realloc(room->stack, stack_size * sizeof(size_t));
+        if (stack == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        room->stack = stack;
+        room->stack_size = stack_size;
+    }
+    return 0;
+}
+
+/* An href's entry in the first list: with no `base`, the href; else its URL (an ASCII str),
+   None for another scheme than http(s), or the href, its index added to `fallbacks`, where
+   Resolver.resolve must decide. A new reference, or NULL with an exception set. */
+static PyObject *
+link_entry(const lx_str *value, const resolve_base *base, scratch *room, Py_ssize_t index,
+           PyObject *fallbacks)
+{
+    if (base == NULL) {
+        return decode(value);
+    }
+    if (scratch_fit(room, base, value->length) < 0) {
         return NULL;
     }
+    ssize_t size = resolve_href(value->data, value->length, base, room->out, room->stack);
+    if (size >= 0) {
+        PyObject *url = PyUnicode_New(size, 127);
+        if (url != NULL) {
+            memcpy(PyUnicode_DATA(url), room->out, (size_t)size);
+        }
+        return url;
+    }
+    if (size == RESOLVE_NOT_HTTP) {
+        Py_RETURN_NONE;
+    }
+    PyObject *number = PyLong_FromSsize_t(index);
+    int failed = number == NULL || PyList_Append(fallbacks, number) < 0;
+    Py_XDECREF(number);
+    return failed ? NULL : decode(value);
+}
+
+/* The walk both share: (entries, rels, anchors) as links() documents them, the entries
+   resolved where `base` is given (link_entry), the indices to resolve in Python appended to
+   `fallbacks`. */
+static PyObject *
+walk_links(PyObject *owner, Py_ssize_t most, Py_ssize_t budget, Py_ssize_t bytes,
+           const resolve_base *base, PyObject *fallbacks)
+{
     lx_node *root = node_of(owner);
     if (root == NULL) {
         return NULL;
@@ -390,6 +454,7 @@ links(PyObject *module, PyObject *args)
         anchors->budget = budget;
         anchors->bytes = bytes > 0 ? bytes : 0;
     }
+    scratch room = {NULL, 0, NULL, 0};
     Py_ssize_t capacity = 0;
     if (hrefs == NULL || rels == NULL || anchors == NULL) {
         goto failed;
@@ -423,7 +488,7 @@ links(PyObject *module, PyObject *args)
             anchors->nodes = nodes;
             capacity = grown;
         }
-        PyObject *href = decode(value);
+        PyObject *href = link_entry(value, base, &room, anchors->count, fallbacks);
         if (href == NULL || PyList_Append(hrefs, href) < 0) {
             Py_XDECREF(href);
             goto failed;
@@ -440,15 +505,70 @@ links(PyObject *module, PyObject *args)
         }
         anchors->nodes[anchors->count++] = node;
     }
+    PyMem_Free(room.out);
+    PyMem_Free(room.stack);
     Py_INCREF(parser);
     anchors->parser = parser;
     return Py_BuildValue("(NNN)", hrefs, rels, (PyObject *)anchors);
 
 failed:
+    PyMem_Free(room.out);
+    PyMem_Free(room.stack);
     Py_XDECREF(hrefs);
     Py_XDECREF(rels);
     Py_XDECREF((PyObject *)anchors);
     return NULL;
+}
+
+static PyObject *
+links(PyObject *module, PyObject *args)
+{
+    PyObject *owner;
+    Py_ssize_t most, budget, bytes;
+    if (!PyArg_ParseTuple(args, "Onnn", &owner, &most, &budget, &bytes)) {
+        return NULL;
+    }
+    return walk_links(owner, most, budget, bytes, NULL, NULL);
+}
+
+/* resolved_links(root, most, visits, text_bytes, context, origin_size, directory_size):
+   (urls, fallbacks, rels, anchors); `context` the base's origin, directory and whole URL,
+   concatenated (ASCII bytes, as parsers.links.Resolver splits a plain normalised base). */
+static PyObject *
+resolved_links(PyObject *module, PyObject *args)
+{
+    PyObject *owner;
+    Py_ssize_t most, budget, bytes, origin_size, directory_size;
+    const char *context;
+    Py_ssize_t context_size;
+    if (!PyArg_ParseTuple(args, "Onnny#nn", &owner, &most, &budget, &bytes, &context,
+                          &context_size, &origin_size, &directory_size)) {
+        return NULL;
+    }
+    if (origin_size < 0 || directory_size < 0 || origin_size + directory_size > context_size) {
+        PyErr_SetString(PyExc_ValueError, "resolved_links: the sizes do not fit the context");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)context;
+    resolve_base base = {
+        data, (size_t)origin_size,
+        data + origin_size, (size_t)directory_size,
+        data + origin_size + directory_size, (size_t)(context_size - origin_size - directory_size),
+    };
+    PyObject *fallbacks = PyList_New(0);
+    if (fallbacks == NULL) {
+        return NULL;
+    }
+    PyObject *walked = walk_links(owner, most, budget, bytes, &base, fallbacks);
+    if (walked == NULL) {
+        Py_DECREF(fallbacks);
+        return NULL;
+    }
+    PyObject *result = Py_BuildValue(
+        "(ONOO)", PyTuple_GET_ITEM(walked, 0), fallbacks, PyTuple_GET_ITEM(walked, 1),
+        PyTuple_GET_ITEM(walked, 2));
+    Py_DECREF(walked);
+    return result;
 }
 
 /* ---- text(root) ---- */
@@ -613,6 +733,11 @@ static PyMethodDef methods[] = {
      "src of every <frame>/<iframe> below root, in document order, the first `most`; rels: "
      "(index, rel) of those with a rel; anchors: their elements, for anchors.text(i), which "
      "reads at most `visits` nodes and `text_bytes` bytes in all."},
+    {"resolved_links", resolved_links, METH_VARARGS,
+     "resolved_links(root, most, visits, text_bytes, context, origin_size, directory_size) -> "
+     "(urls, fallbacks, rels, anchors): links() with each href resolved against the base in "
+     "context (parsers/_resolve.c): its URL, None for another scheme than http(s), or the "
+     "href itself where its index is in fallbacks (for parsers.links.Resolver)."},
     {"text", text, METH_O, "The visible text below root (no script/style/noscript/template)."},
     {NULL, NULL, 0, NULL},
 };

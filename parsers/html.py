@@ -153,31 +153,45 @@ def _links(
     """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
 
     The hrefs are found by ``walk`` (``parsers.tree_walk.native``, C) if given, else by one
-    selector pass in Python (``parsers.tree_walk.python_hrefs``); then resolved together
+    selector pass in Python (``parsers.tree_walk.python_hrefs``); resolved in the C walk as it
+    finds them (``parsers/_resolve.c``; ada for those it hands back), else all together
     (``parsers.hrefs.resolve_all``). ``terms``: query words to count in the anchor text of
     links at ``depth`` (reading anchor text is the costly part: only new links need it); with
     ``offered`` (``hash(url)`` -> the smallest depth this worker offered it at), only of those
     not offered at ``depth`` or less. ``invisible``: if given (and no ``walk``), the Python
     pass appends the script, style, noscript and template elements to it, in document order
-    (for ``parsers.tree_walk.remove``). ``resolve``: how the hrefs are resolved,
-    ``resolve_all`` (numba) unless given.
+    (for ``parsers.tree_walk.remove``). ``resolve``: how hrefs not resolved in the C walk
+    are, ``resolve_all`` (numba) unless given.
     """
     most = HREFS_PER_LINK * max(max_links, 0)
+    resolver = Resolver(base)
+    urls: list[str | None] | None = None
     if walk is not None:
         root = tree.root
         if root is None:
             return (), (), {} if terms else None
-        hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES)
+        origin = resolver.origin
+        if origin is not None:  # resolved in the walk, but for the hrefs it hands back
+            context = f"{origin}{resolver.directory}{base}".encode("ascii")
+            urls, fallbacks, rels, anchors = walk.resolved_links(
+                root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES, context, len(origin),
+                len(resolver.directory),
+            )  # fmt: skip
+            for k in fallbacks:
+                urls[k] = resolver.resolve(urls[k].strip())  # type: ignore[union-attr]
+        else:
+            hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES)
         text_of: Callable[[int], str] = anchors.text
         needles = _ascii_needles(terms) if terms else None
         screened = anchors.text_if if needles is not None else None
     else:
         hrefs, rels, text_of = python_hrefs(tree, most, invisible)
         needles = screened = None
-    # All hrefs at once: one numba call instead of Python for each. Then no Python
-    # loop over every link but where it must look at each (anchor text, for a query): the
-    # links deduplicated in C (an href that resolves to nothing is None).
-    urls = (resolve or _kernels()[0])(Resolver(base), hrefs)
+    # All hrefs at once: in the C walk, or one numba call instead of Python for each. Then
+    # no Python loop over every link but where it must look at each (anchor text, for a
+    # query): the links deduplicated in C (an href that resolves to nothing is None).
+    if urls is None:
+        urls = (resolve or _kernels()[0])(resolver, hrefs)
     found = dict.fromkeys(filter(None, urls))
     if len(found) > max_links:
         found = dict.fromkeys(tuple(found)[: max(max_links, 0)])

@@ -9,6 +9,7 @@ import dataclasses
 import gc
 import glob
 import os
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,10 @@ from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
 from parsers import html, tree_walk
+from parsers.links import Resolver, resolve_url
 from parsers.page import ParseJob
 from parsers.tree_walk import walk_in_c, walk_in_python
+from tests.parsers.test_links import _PAGE_HREFS, _RESOLVER_BASES, RESOLVE_FORMS
 
 native = tree_walk.native
 needs_c = pytest.mark.skipif(
@@ -323,3 +326,64 @@ def test_the_python_walk_serves_when_the_c_walk_is_off(monkeypatch: pytest.Monke
     page = html.parse_page(_job(b"<a href=x rel=nofollow>x</a><script>s</script><p>t</p>"))
     assert page.links == ("http://e.com/d/x",) and page.nofollow_links == page.links
     assert page.text == "x t"
+
+
+def _resolved_in_c(markup: bytes, base: str) -> tuple[list[str | None], list[str]]:
+    """The C walk's URLs for ``markup``'s links against ``base`` (its fallbacks resolved as
+    ``parsers.html._links`` resolves them), and the hrefs as ``links()`` reads them."""
+    assert native is not None
+    resolver = Resolver(base)
+    assert resolver.origin is not None
+    root = LexborHTMLParser(markup).root
+    context = f"{resolver.origin}{resolver.directory}{base}".encode("ascii")
+    urls, fallbacks, rels, _ = native.resolved_links(
+        root, 1_000, 10_000, 100_000, context, len(resolver.origin), len(resolver.directory)
+    )
+    hrefs, plain_rels, _ = native.links(root, 1_000, 10_000, 100_000)
+    assert rels == plain_rels
+    for k in fallbacks:
+        assert urls[k] == hrefs[k]  # handed back as the href itself
+        urls[k] = resolver.resolve(urls[k].strip())
+    return urls, hrefs
+
+
+_PLAIN_BASES = [base for base in _RESOLVER_BASES if Resolver(base).origin is not None]
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(_PLAIN_BASES),
+    _PAGE_HREFS,
+    st.lists(st.sampled_from(["", "\xff", "\xc3", "\x00", "/" * 300 + "x"]), max_size=3),
+)
+def test_links_resolved_in_c_are_what_ada_makes_of_each_href(
+    base: str, hrefs: list[str], odd: list[str]
+) -> None:
+    """``resolved_links`` gives, href for href, what ada gives for the stripped href, as
+    ``Resolver.resolve`` would: spaces, newlines, fragments, non-ASCII characters and
+    invalid UTF-8, other schemes and hosts, dot segments, ports, long hrefs."""
+    tags = [f'<a href="{html_escape(h)}">x</a>'.encode() for h in hrefs]
+    tags += [b'<a href="/' + o.encode("latin-1") + b'">o</a>' for o in odd]
+    markup = b"<!doctype html><body>" + b"".join(tags)
+    urls, found = _resolved_in_c(markup, base)
+    assert urls == [resolve_url(base, h.strip()) for h in found]
+    assert len(found) == len([h for h in hrefs if h]) + len(odd)  # an empty href is no link
+
+
+@needs_c
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        *[form for form in RESOLVE_FORMS if form[0]],  # an empty href is no link
+        ("http://cdn.other.org:0080/", "http://cdn.other.org/"),
+        ("http://cdn.other.org:123456/", None),
+        ("http://xn--bcher-kva.de/", "http://xn--bcher-kva.de/"),
+        ("/a&amp;b", "http://example.com/a&b"),
+    ],
+)
+def test_links_resolved_in_c_forms(href: str, expected: str | None) -> None:
+    base = "http://example.com/a/b/c.html"
+    markup = f"<a href='x'></a><a href='{href}'></a><a href='/y'></a>".encode()
+    urls, _ = _resolved_in_c(markup, base)
+    assert urls == ["http://example.com/a/b/x", expected, "http://example.com/y"]
