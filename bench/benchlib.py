@@ -468,6 +468,32 @@ def write_section(path: Path, key: str, body: str) -> None:
     path.write_text(text)
 
 
+_BUILD_C_WALK = """
+import sysconfig
+print(sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX"))
+"""
+
+
+def build_c_walk(python: str, tree: Path) -> None:
+    """Compile ``tree``'s C walk in place (``parsers/_walk.c`` and the sources beside it
+    that setup.py names, those of them the tree has), as `pip install` would; a warning if
+    it does not build (that version then parses on the Python walk)."""
+    include, suffix = subprocess.run(
+        [python, "-c", _BUILD_C_WALK], capture_output=True, text=True, check=True
+    ).stdout.split()
+    sources = [
+        str(p) for p in (tree / "parsers/_walk.c", tree / "parsers/_resolve.c") if p.exists()
+    ]
+    if not sources:
+        return
+    compiler = os.environ.get("CC", "cc")
+    out = tree / "parsers" / f"_walk{suffix}"
+    cmd = [compiler, "-shared", "-fPIC", "-O2", f"-I{include}", *sources, "-o", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        print(f"[ours] WARNING: {tree}'s C walk did not build: {done.stderr.strip()[-300:]}")
+
+
 def prepare_ours(python: str, tree: Path | None = None) -> None:
     """Leave the repository's crawler as `pip install .` and a first crawl would: bytecode
     compiled, the dataclasses' methods in their memo (`parsers.dataclass_cache`), numba
@@ -476,7 +502,9 @@ def prepare_ours(python: str, tree: Path | None = None) -> None:
     otherwise compile its ~60 modules from source in every run where
     `PYTHONDONTWRITEBYTECODE` is set (~0.1 s a crawl), and the first run would also compile
     the kernels (~15 s); Scrapy's venv is installed, so compiled, already. ``tree``: another
-    checkout (``ab_bench``'s version A), prepared from its own directory."""
+    checkout (``ab_bench``'s version A), prepared from its own directory, its C walk
+    (``parsers/_walk.c``) built there first as `pip install` builds it: without it that
+    version would parse on the Python walk."""
     env = repo_env()
     if tree is not None:  # its own modules, from its working directory
         env.pop("PYTHONPATH", None)
@@ -485,6 +513,8 @@ def prepare_ours(python: str, tree: Path | None = None) -> None:
     memo = (
         "import parsers.dataclass_cache as m, crawler.cli.crawl, crawler.cli.runner; m.save(True)"
     )
+    if tree is not None:
+        build_c_walk(python, tree)
     steps = [
         [python, "-m", "compileall", "-q", *packages],
         [python, "-c", memo],
