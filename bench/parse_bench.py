@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import inspect
 import statistics
 import sys
 import time
@@ -100,7 +101,9 @@ def main() -> None:
 
 def stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
     """The steps of ``html.parse_page`` timed one by one (min over ``rounds`` of their total
-    over ``jobs``), us a page. Mirrors ``parse_page`` without its rarer branches."""
+    over ``jobs``), us a page. Mirrors ``parse_page`` without its rarer branches. Where the
+    C walk reads the text with the links (``_links``' ``text_below``), "links" holds both and
+    "visible text" is next to nothing: compare their sum with an older tree's."""
     from parsers.native import page_terms
     from parsers.page import content_hash
 
@@ -116,13 +119,18 @@ def stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
             t2 = time.perf_counter()
             walk = html.tree_walk.native  # the C walk, where it runs (parse_document's choice)
             invisible: list[Any] | None = [] if walk is None else None
-            links, _, _ = html._links(tree, job.final_url, job.max_links,
-                                      frozenset(job.query_terms), html._offered, 1, invisible,
-                                      None, walk)  # fmt: skip
+            args = (tree, job.final_url, job.max_links, frozenset(job.query_terms),
+                    html._offered, 1, invisible, None, walk)  # fmt: skip
+            if "text_below" in inspect.signature(html._links).parameters:  # read in one walk
+                below = html.tree_walk.text_root(tree) if walk is not None else None
+                links, _, _, text = html._links(*args, below)
+            else:  # a tree from before it (``--repo``)
+                (links, _, _), text = html._links(*args), None
             if invisible:
                 html.remove(invisible)
             t3 = time.perf_counter()
-            text = html.visible_text(tree, walk)
+            if text is None:
+                text = html.visible_text(tree, walk)
             t4 = time.perf_counter()
             page_terms(text, job.query_ids)
             t5 = time.perf_counter()

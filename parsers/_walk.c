@@ -17,9 +17,11 @@ Both are layouts of one selectolax release, not an API: parsers/tree_walk.py use
 only with the selectolax versions whose layout was checked, and only if its probe agrees.
 
 Nothing here is bounded by the page but the tree itself: one pre-order walk of the nodes for
-the links (stopping at `most` hrefs) and one for the text; anchor text is read per link on
-request, under a budget of node visits and one of text bytes per tree (nested anchors would
-make both quadratic: n anchors around one long text hold it n times).
+the links (stopping at `most` hrefs) and the text (resolved_links_text: a large page's tree
+outgrows the caches, and a second walk of it cost as much as the first), or one for each;
+anchor text is read per link on request, under a budget of node visits and one of text bytes
+per tree (nested anchors would make both quadratic: n anchors around one long text hold it n
+times).
 
 Only a document's nodes are walked: selectolax reads a fragment's root, and template content,
 through the nodes around it, which this walk does not do (node_of refuses them).
@@ -429,148 +431,6 @@ link_entry(const lx_str *value, const resolve_base *base, scratch *room, Py_ssiz
     return failed ? NULL : decode(value);
 }
 
-/* The walk both share: (entries, rels, anchors) as links() documents them, the entries
-   resolved where `base` is given (link_entry), the indices to resolve in Python appended to
-   `fallbacks`. */
-static PyObject *
-walk_links(PyObject *owner, Py_ssize_t most, Py_ssize_t budget, Py_ssize_t bytes,
-           const resolve_base *base, PyObject *fallbacks)
-{
-    lx_node *root = node_of(owner);
-    if (root == NULL) {
-        return NULL;
-    }
-    PyObject *parser = ((selectolax_node *)owner)->parser;
-    if (parser == NULL || parser == Py_None) {
-        PyErr_SetString(PyExc_ValueError, "the LexborNode holds no parser");
-        return NULL;
-    }
-    PyObject *hrefs = PyList_New(0), *rels = PyList_New(0);
-    Anchors *anchors = PyObject_New(Anchors, &AnchorsType);
-    if (anchors != NULL) {
-        anchors->parser = NULL;
-        anchors->nodes = NULL;
-        anchors->count = 0;
-        anchors->budget = budget;
-        anchors->bytes = bytes > 0 ? bytes : 0;
-    }
-    scratch room = {NULL, 0, NULL, 0};
-    Py_ssize_t capacity = 0;
-    if (hrefs == NULL || rels == NULL || anchors == NULL) {
-        goto failed;
-    }
-    for (lx_node *node = root; node != NULL && anchors->count < most;
-         node = step(node, root, 0)) {
-        if (node->type != NODE_ELEMENT) {
-            continue;
-        }
-        uintptr_t tag = node->local_name, name;
-        if (tag == TAG_A || tag == TAG_AREA) {
-            name = ATTR_HREF;
-        }
-        else if (tag == TAG_FRAME || tag == TAG_IFRAME) {
-            name = ATTR_SRC;
-        }
-        else {
-            continue;
-        }
-        const lx_str *value = attribute(node, name);
-        if (value == NULL) {
-            continue;
-        }
-        if (anchors->count == capacity) {
-            Py_ssize_t grown = capacity ? 2 * capacity : 64;
-            lx_node **nodes = PyMem_Realloc(anchors->nodes, (size_t)grown * sizeof(lx_node *));
-            if (nodes == NULL) {
-                PyErr_NoMemory();
-                goto failed;
-            }
-            anchors->nodes = nodes;
-            capacity = grown;
-        }
-        PyObject *href = link_entry(value, base, &room, anchors->count, fallbacks);
-        if (href == NULL || PyList_Append(hrefs, href) < 0) {
-            Py_XDECREF(href);
-            goto failed;
-        }
-        Py_DECREF(href);
-        const lx_str *rel = attribute(node, ATTR_REL);
-        if (rel != NULL) {
-            PyObject *pair = Py_BuildValue("(nN)", anchors->count, decode(rel));
-            if (pair == NULL || PyList_Append(rels, pair) < 0) {
-                Py_XDECREF(pair);
-                goto failed;
-            }
-            Py_DECREF(pair);
-        }
-        anchors->nodes[anchors->count++] = node;
-    }
-    PyMem_Free(room.out);
-    PyMem_Free(room.stack);
-    Py_INCREF(parser);
-    anchors->parser = parser;
-    return Py_BuildValue("(NNN)", hrefs, rels, (PyObject *)anchors);
-
-failed:
-    PyMem_Free(room.out);
-    PyMem_Free(room.stack);
-    Py_XDECREF(hrefs);
-    Py_XDECREF(rels);
-    Py_XDECREF((PyObject *)anchors);
-    return NULL;
-}
-
-static PyObject *
-links(PyObject *module, PyObject *args)
-{
-    PyObject *owner;
-    Py_ssize_t most, budget, bytes;
-    if (!PyArg_ParseTuple(args, "Onnn", &owner, &most, &budget, &bytes)) {
-        return NULL;
-    }
-    return walk_links(owner, most, budget, bytes, NULL, NULL);
-}
-
-/* resolved_links(root, most, visits, text_bytes, context, origin_size, directory_size):
-   (urls, fallbacks, rels, anchors); `context` the base's origin, directory and whole URL,
-   concatenated (ASCII bytes, as parsers.links.Resolver splits a plain normalised base). */
-static PyObject *
-resolved_links(PyObject *module, PyObject *args)
-{
-    PyObject *owner;
-    Py_ssize_t most, budget, bytes, origin_size, directory_size;
-    const char *context;
-    Py_ssize_t context_size;
-    if (!PyArg_ParseTuple(args, "Onnny#nn", &owner, &most, &budget, &bytes, &context,
-                          &context_size, &origin_size, &directory_size)) {
-        return NULL;
-    }
-    if (origin_size < 0 || directory_size < 0 || origin_size + directory_size > context_size) {
-        PyErr_SetString(PyExc_ValueError, "resolved_links: the sizes do not fit the context");
-        return NULL;
-    }
-    const unsigned char *data = (const unsigned char *)context;
-    resolve_base base = {
-        data, (size_t)origin_size,
-        data + origin_size, (size_t)directory_size,
-        data + origin_size + directory_size, (size_t)(context_size - origin_size - directory_size),
-    };
-    PyObject *fallbacks = PyList_New(0);
-    if (fallbacks == NULL) {
-        return NULL;
-    }
-    PyObject *walked = walk_links(owner, most, budget, bytes, &base, fallbacks);
-    if (walked == NULL) {
-        Py_DECREF(fallbacks);
-        return NULL;
-    }
-    PyObject *result = Py_BuildValue(
-        "(ONOO)", PyTuple_GET_ITEM(walked, 0), fallbacks, PyTuple_GET_ITEM(walked, 1),
-        PyTuple_GET_ITEM(walked, 2));
-    Py_DECREF(walked);
-    return result;
-}
-
 /* ---- text(root) ---- */
 
 static int
@@ -644,14 +504,318 @@ ascii_strippable(unsigned char c)
     return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
 }
 
+/* The visible text as it is gathered: its UTF-8 bytes and how many pieces it holds. */
+typedef struct {
+    buffer bytes;
+    size_t pieces;
+} text_out;
+
+/* Add a text node's piece to `out`, as text() joins them: stripped of ASCII whitespace as
+   bytes; a piece that then starts or ends with a non-ASCII byte (which may be a Unicode
+   space, or invalid UTF-8) is decoded and stripped as a str, then joined as its UTF-8. The
+   separators are ASCII, so an invalid sequence decodes as it would alone in its piece.
+   Whitespace-only text nodes add nothing. 0, or -1 with an exception set. */
+static int
+text_node(text_out *out, lx_node *node)
+{
+    const lx_str *data = &((lx_character_data *)node)->data;
+    if (data->data == NULL || (node->type == NODE_TEXT && ascii_space_only(data))) {
+        return 0;
+    }
+    const unsigned char *bytes = data->data;
+    size_t start = 0, end = data->length;
+    while (start < end && ascii_strippable(bytes[start])) {
+        start++;
+    }
+    while (end > start && ascii_strippable(bytes[end - 1])) {
+        end--;
+    }
+    if (out->pieces++ && append(&out->bytes, " ", 1) < 0) {
+        return -1;
+    }
+    if (start < end && (bytes[start] >= 0x80 || bytes[end - 1] >= 0x80)) {
+        PyObject *piece = decode(data);
+        PyObject *clean = piece ? strip(piece) : NULL;
+        Py_ssize_t length;
+        const char *utf8 = clean ? PyUnicode_AsUTF8AndSize(clean, &length) : NULL;
+        int failed = utf8 == NULL || append(&out->bytes, utf8, (size_t)length) < 0;
+        Py_XDECREF(clean);
+        return failed ? -1 : 0;
+    }
+    return append(&out->bytes, (const char *)bytes + start, end - start);
+}
+
+/* The text of `root`'s descendants into `out`, the subtrees of invisible elements skipped
+   (what text() reads where the links walk does not read it too). */
+static int
+walk_text(lx_node *root, text_out *out)
+{
+    for (lx_node *node = step(root, root, 0); node != NULL;) {
+        int skip = node->type == NODE_ELEMENT && invisible(node->local_name);
+        if (!skip && node->local_name == TAG__TEXT && text_node(out, node) < 0) {
+            return -1;
+        }
+        node = step(node, root, skip);
+    }
+    return 0;
+}
+
+/* The text gathered in `out`, decoded once and stripped as str.strip() would. */
+static PyObject *
+finish_text(const text_out *out)
+{
+    PyObject *result =
+        PyUnicode_DecodeUTF8(out->bytes.data ? out->bytes.data : "", (Py_ssize_t)out->bytes.size,
+                             "replace");
+    return result != NULL ? strip(result) : NULL;
+}
+
+/* step(node, root, 0) for walk_links, keeping its text state: `reading` from text_root's
+   first child on, until the walk leaves text_root (`read`: done); `hidden`, the invisible
+   element below text_root whose subtree the walk is in. */
+static inline lx_node *
+next_node(lx_node *node, lx_node *root, int *reading, lx_node **hidden, lx_node *text_root,
+          int *read)
+{
+    if (node->first_child != NULL) {
+        if (node == text_root && !*read) {
+            *reading = 1;
+        }
+        else if (*reading && *hidden == NULL && node->type == NODE_ELEMENT &&
+                 invisible(node->local_name)) {
+            *hidden = node;
+        }
+        return node->first_child;
+    }
+    while (node != root && node->next == NULL) {
+        node = node->parent;
+        if (node == *hidden) {
+            *hidden = NULL;
+        }
+        if (node == text_root && *reading) {
+            *reading = 0;
+            *read = 1;
+        }
+    }
+    return node == root ? NULL : node->next;
+}
+
+/* Whether `node` is `ancestor` or below it. */
+static int
+within(const lx_node *node, const lx_node *ancestor)
+{
+    for (; node != NULL; node = node->parent) {
+        if (node == ancestor) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The walk they all share: (entries, rels, anchors) as links() documents them, the entries
+   resolved where `base` is given (link_entry), the indices to resolve in Python appended to
+   `fallbacks`. With `text`, the visible text of `text_root` too (as text() reads it), in
+   the same pass where `text_root` is in the walked tree: one walk of a large page's nodes
+   instead of two (a documentation page's tree outgrows the caches), else after it. */
+static PyObject *
+walk_links(PyObject *owner, Py_ssize_t most, Py_ssize_t budget, Py_ssize_t bytes,
+           const resolve_base *base, PyObject *fallbacks, lx_node *text_root, text_out *text)
+{
+    lx_node *root = node_of(owner);
+    if (root == NULL) {
+        return NULL;
+    }
+    PyObject *parser = ((selectolax_node *)owner)->parser;
+    if (parser == NULL || parser == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "the LexborNode holds no parser");
+        return NULL;
+    }
+    PyObject *hrefs = PyList_New(0), *rels = PyList_New(0);
+    Anchors *anchors = PyObject_New(Anchors, &AnchorsType);
+    if (anchors != NULL) {
+        anchors->parser = NULL;
+        anchors->nodes = NULL;
+        anchors->count = 0;
+        anchors->budget = budget;
+        anchors->bytes = bytes > 0 ? bytes : 0;
+    }
+    scratch room = {NULL, 0, NULL, 0};
+    Py_ssize_t capacity = 0;
+    if (hrefs == NULL || rels == NULL || anchors == NULL) {
+        goto failed;
+    }
+    /* The text: `reading` while below text_root (entered once, left once) and not below an
+       invisible element (`hidden`, the outermost one) in it. */
+    int reading = 0, read = text == NULL || !within(text_root, root);
+    lx_node *hidden = NULL;
+    for (lx_node *node = root; node != NULL; node = next_node(node, root, &reading, &hidden,
+                                                              text_root, &read)) {
+        if (reading && hidden == NULL && node->local_name == TAG__TEXT &&
+            text_node(text, node) < 0) {
+            goto failed;
+        }
+        if (anchors->count >= most) {
+            if (read) {
+                break;  /* no link nor text left to read */
+            }
+            continue;
+        }
+        if (node->type != NODE_ELEMENT) {
+            continue;
+        }
+        uintptr_t tag = node->local_name, name;
+        if (tag == TAG_A || tag == TAG_AREA) {
+            name = ATTR_HREF;
+        }
+        else if (tag == TAG_FRAME || tag == TAG_IFRAME) {
+            name = ATTR_SRC;
+        }
+        else {
+            continue;
+        }
+        const lx_str *value = attribute(node, name);
+        if (value == NULL) {
+            continue;
+        }
+        if (anchors->count == capacity) {
+            Py_ssize_t grown = capacity ? 2 * capacity : 64;
+            lx_node **nodes = PyMem_Realloc(anchors->nodes, (size_t)grown * sizeof(lx_node *));
+            if (nodes == NULL) {
+                PyErr_NoMemory();
+                goto failed;
+            }
+            anchors->nodes = nodes;
+            capacity = grown;
+        }
+        PyObject *href = link_entry(value, base, &room, anchors->count, fallbacks);
+        if (href == NULL || PyList_Append(hrefs, href) < 0) {
+            Py_XDECREF(href);
+            goto failed;
+        }
+        Py_DECREF(href);
+        const lx_str *rel = attribute(node, ATTR_REL);
+        if (rel != NULL) {
+            PyObject *pair = Py_BuildValue("(nN)", anchors->count, decode(rel));
+            if (pair == NULL || PyList_Append(rels, pair) < 0) {
+                Py_XDECREF(pair);
+                goto failed;
+            }
+            Py_DECREF(pair);
+        }
+        anchors->nodes[anchors->count++] = node;
+    }
+    if (text != NULL && !within(text_root, root) && walk_text(text_root, text) < 0) {
+        goto failed;
+    }
+    PyMem_Free(room.out);
+    PyMem_Free(room.stack);
+    Py_INCREF(parser);
+    anchors->parser = parser;
+    return Py_BuildValue("(NNN)", hrefs, rels, (PyObject *)anchors);
+
+failed:
+    PyMem_Free(room.out);
+    PyMem_Free(room.stack);
+    Py_XDECREF(hrefs);
+    Py_XDECREF(rels);
+    Py_XDECREF((PyObject *)anchors);
+    return NULL;
+}
+
+static PyObject *
+links(PyObject *module, PyObject *args)
+{
+    PyObject *owner;
+    Py_ssize_t most, budget, bytes;
+    if (!PyArg_ParseTuple(args, "Onnn", &owner, &most, &budget, &bytes)) {
+        return NULL;
+    }
+    return walk_links(owner, most, budget, bytes, NULL, NULL, NULL, NULL);
+}
+
+/* resolved_links(root, most, visits, text_bytes, context, origin_size, directory_size):
+   (urls, fallbacks, rels, anchors); `context` the base's origin, directory and whole URL,
+   concatenated (ASCII bytes, as parsers.links.Resolver splits a plain normalised base).
+   With `text_root` (resolved_links_text), text(text_root) after them, read in the same walk. */
+static PyObject *
+resolved(PyObject *owner, PyObject *text_owner, Py_ssize_t most, Py_ssize_t budget,
+         Py_ssize_t bytes, const char *context, Py_ssize_t context_size, Py_ssize_t origin_size,
+         Py_ssize_t directory_size)
+{
+    if (origin_size < 0 || directory_size < 0 || origin_size + directory_size > context_size) {
+        PyErr_SetString(PyExc_ValueError, "resolved_links: the sizes do not fit the context");
+        return NULL;
+    }
+    lx_node *text_root = NULL;
+    if (text_owner != NULL && (text_root = node_of(text_owner)) == NULL) {
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)context;
+    resolve_base base = {
+        data, (size_t)origin_size,
+        data + origin_size, (size_t)directory_size,
+        data + origin_size + directory_size, (size_t)(context_size - origin_size - directory_size),
+    };
+    PyObject *fallbacks = PyList_New(0);
+    if (fallbacks == NULL) {
+        return NULL;
+    }
+    text_out text = {{NULL, 0, 0}, 0};
+    PyObject *walked = walk_links(owner, most, budget, bytes, &base, fallbacks, text_root,
+                                  text_root != NULL ? &text : NULL);
+    PyObject *result = NULL;
+    if (walked == NULL) {
+        Py_DECREF(fallbacks);
+    }
+    else if (text_root == NULL) {
+        result = Py_BuildValue("(ONOO)", PyTuple_GET_ITEM(walked, 0), fallbacks,
+                               PyTuple_GET_ITEM(walked, 1), PyTuple_GET_ITEM(walked, 2));
+    }
+    else {
+        PyObject *visible = finish_text(&text);
+        result = visible == NULL ? NULL : Py_BuildValue(
+            "(ONOON)", PyTuple_GET_ITEM(walked, 0), fallbacks, PyTuple_GET_ITEM(walked, 1),
+            PyTuple_GET_ITEM(walked, 2), visible);
+        if (visible == NULL) {
+            Py_DECREF(fallbacks);
+        }
+    }
+    Py_XDECREF(walked);
+    PyMem_Free(text.bytes.data);
+    return result;
+}
+
+static PyObject *
+resolved_links(PyObject *module, PyObject *args)
+{
+    PyObject *owner;
+    Py_ssize_t most, budget, bytes, origin_size, directory_size, context_size;
+    const char *context;
+    if (!PyArg_ParseTuple(args, "Onnny#nn", &owner, &most, &budget, &bytes, &context,
+                          &context_size, &origin_size, &directory_size)) {
+        return NULL;
+    }
+    return resolved(owner, NULL, most, budget, bytes, context, context_size, origin_size,
+                    directory_size);
+}
+
+static PyObject *
+resolved_links_text(PyObject *module, PyObject *args)
+{
+    PyObject *owner, *text_owner;
+    Py_ssize_t most, budget, bytes, origin_size, directory_size, context_size;
+    const char *context;
+    if (!PyArg_ParseTuple(args, "OOnnny#nn", &owner, &text_owner, &most, &budget, &bytes,
+                          &context, &context_size, &origin_size, &directory_size)) {
+        return NULL;
+    }
+    return resolved(owner, text_owner, most, budget, bytes, context, context_size, origin_size,
+                    directory_size);
+}
+
 /* text(root): `root.text(separator=" ", strip=True, skip_empty=True).strip()` of the tree
    with its script, style, noscript and template elements removed: their subtrees are
-   skipped instead (the tree is not changed).
-
-   The pieces are joined as UTF-8 and decoded once. A piece is stripped of ASCII whitespace
-   as bytes; one that then starts or ends with a non-ASCII byte (which may be a Unicode
-   space, or invalid UTF-8) is decoded and stripped as a str, then joined as its UTF-8. The
-   separators are ASCII, so an invalid sequence decodes as it would alone in its piece. */
+   skipped instead (the tree is not changed). */
 static PyObject *
 text(PyObject *module, PyObject *owner)
 {
@@ -659,49 +823,9 @@ text(PyObject *module, PyObject *owner)
     if (root == NULL) {
         return NULL;
     }
-    buffer out = {NULL, 0, 0};
-    PyObject *result = NULL;
-    size_t pieces = 0;
-    for (lx_node *node = step(root, root, 0); node != NULL;) {
-        int skip = node->type == NODE_ELEMENT && invisible(node->local_name);
-        if (!skip && node->local_name == TAG__TEXT) {
-            const lx_str *data = &((lx_character_data *)node)->data;
-            if (data->data != NULL && !(node->type == NODE_TEXT && ascii_space_only(data))) {
-                const unsigned char *bytes = data->data;
-                size_t start = 0, end = data->length;
-                while (start < end && ascii_strippable(bytes[start])) {
-                    start++;
-                }
-                while (end > start && ascii_strippable(bytes[end - 1])) {
-                    end--;
-                }
-                if (pieces++ && append(&out, " ", 1) < 0) {
-                    goto done;
-                }
-                if (start < end && (bytes[start] >= 0x80 || bytes[end - 1] >= 0x80)) {
-                    PyObject *piece = decode(data);
-                    PyObject *clean = piece ? strip(piece) : NULL;
-                    Py_ssize_t length;
-                    const char *utf8 = clean ? PyUnicode_AsUTF8AndSize(clean, &length) : NULL;
-                    int failed = utf8 == NULL || append(&out, utf8, (size_t)length) < 0;
-                    Py_XDECREF(clean);
-                    if (failed) {
-                        goto done;
-                    }
-                }
-                else if (append(&out, (const char *)bytes + start, end - start) < 0) {
-                    goto done;
-                }
-            }
-        }
-        node = step(node, root, skip);
-    }
-    result = PyUnicode_DecodeUTF8(out.data ? out.data : "", (Py_ssize_t)out.size, "replace");
-    if (result != NULL) {
-        result = strip(result);
-    }
-done:
-    PyMem_Free(out.data);
+    text_out out = {{NULL, 0, 0}, 0};
+    PyObject *result = walk_text(root, &out) < 0 ? NULL : finish_text(&out);
+    PyMem_Free(out.bytes.data);
     return result;
 }
 
@@ -738,6 +862,10 @@ static PyMethodDef methods[] = {
      "(urls, fallbacks, rels, anchors): links() with each href resolved against the base in "
      "context (parsers/_resolve.c): its URL, None for another scheme than http(s), or the "
      "href itself where its index is in fallbacks (for parsers.links.Resolver)."},
+    {"resolved_links_text", resolved_links_text, METH_VARARGS,
+     "resolved_links_text(root, text_root, most, visits, text_bytes, context, origin_size, "
+     "directory_size) -> (urls, fallbacks, rels, anchors, text): resolved_links() and "
+     "text(text_root), in one walk of the tree where text_root is in it."},
     {"text", text, METH_O, "The visible text below root (no script/style/noscript/template)."},
     {NULL, NULL, 0, NULL},
 };

@@ -149,8 +149,11 @@ def _links(
     invisible: list[LexborNode] | None = None,
     resolve: Callable[[Resolver, list[str]], list[str | None]] | None = None,
     walk: ModuleType | None = None,
-) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
-    """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order.
+    text_below: LexborNode | None = None,
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None, str | None]:
+    """(every outlink, those marked rel=nofollow, anchor hits), deduplicated, in document order,
+    and the visible text of ``text_below`` where the C walk read it with the links (else
+    ``None``: ``visible_text`` reads it).
 
     The hrefs are found by ``walk`` (``parsers.tree_walk.native``, C) if given, else by one
     selector pass in Python (``parsers.tree_walk.python_hrefs``); resolved in the C walk as it
@@ -161,22 +164,30 @@ def _links(
     not offered at ``depth`` or less. ``invisible``: if given (and no ``walk``), the Python
     pass appends the script, style, noscript and template elements to it, in document order
     (for ``parsers.tree_walk.remove``). ``resolve``: how hrefs not resolved in the C walk
-    are, ``resolve_all`` (numba) unless given.
+    are, ``resolve_all`` (numba) unless given. ``text_below``: ``tree_walk.text_root``, for
+    the C walk to read the text in its pass over the tree.
     """
     most = HREFS_PER_LINK * max(max_links, 0)
     resolver = Resolver(base)
     urls: list[str | None] | None = None
+    visible: str | None = None
     if walk is not None:
         root = tree.root
         if root is None:
-            return (), (), {} if terms else None
+            return (), (), {} if terms else None, None
         origin = resolver.origin
         if origin is not None:  # resolved in the walk, but for the hrefs it hands back
             context = f"{origin}{resolver.directory}{base}".encode("ascii")
-            urls, fallbacks, rels, anchors = walk.resolved_links(
-                root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES, context, len(origin),
-                len(resolver.directory),
-            )  # fmt: skip
+            if text_below is not None:
+                urls, fallbacks, rels, anchors, visible = walk.resolved_links_text(
+                    root, text_below, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES, context,
+                    len(origin), len(resolver.directory),
+                )  # fmt: skip
+            else:
+                urls, fallbacks, rels, anchors = walk.resolved_links(
+                    root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES, context, len(origin),
+                    len(resolver.directory),
+                )  # fmt: skip
             for k in fallbacks:
                 urls[k] = resolver.resolve(urls[k].strip())  # type: ignore[union-attr]
         else:
@@ -224,7 +235,7 @@ def _links(
             count = len(terms.intersection(_WORDS.findall(text)))
             if count > hits.get(url, 0):
                 hits[url] = count
-    return tuple(found), tuple(nofollow), hits
+    return tuple(found), tuple(nofollow), hits, visible
 
 
 @functools.lru_cache(maxsize=8)
@@ -355,13 +366,14 @@ def parse_document(
     # element is stored as parsing never stores one.
     walk = tree_walk.native if _extract is None else None
     invisible: list[LexborNode] | None = [] if walk is None else None
-    links, nofollow_links, anchor_hits = _links(
+    links, nofollow_links, anchor_hits, text = _links(
         tree, base, job.max_links, frozenset(job.query_terms), offered, job.depth + 1, invisible,
-        resolve, walk,
+        resolve, walk, tree_walk.text_root(tree) if walk is not None else None,
     )  # fmt: skip
     if invisible:
         remove(invisible)
-    text = visible_text(tree, walk)
+    if text is None:
+        text = visible_text(tree, walk)
     if noindex:
         text = ""
     return Page(

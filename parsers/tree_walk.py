@@ -4,7 +4,8 @@ where it may run, else in Python, with the same results.
 Owns: the Python walk (``python_hrefs``, ``remove``, ``visible_text``) and whether the C
 walk may run in this process (``native``). Python builds a ``LexborNode`` and an attribute
 dict for every link and removes the invisible elements before it reads the text; C reads
-lexbor's nodes, one pass for the links and one for the text, and changes nothing.
+lexbor's nodes, the links and the text in one pass (``resolved_links_text``: on a large page
+the second pass of two cost as much as the first), and changes nothing.
 
 ``_walk.c`` reads lexbor's structs and selectolax's ``LexborNode`` object by their layout,
 which is no API. So it runs only where it was built (``pip install`` compiles it; without a
@@ -175,6 +176,13 @@ def strip_invisible(tree: LexborHTMLParser) -> None:
     remove(tree.css(INVISIBLE_SELECTOR))
 
 
+def text_root(tree: LexborHTMLParser) -> LexborNode | None:
+    """The element whose text is the page's (``visible_text``): the body, or the document's
+    element where there is none in the tree."""
+    body = tree.body
+    return body if body is not None and body.parent is not None else tree.root
+
+
 def visible_text(tree: LexborHTMLParser, walk: ModuleType | None = None) -> str:
     """The text of the body (or the document), its text nodes stripped and joined by one
     space; whitespace-only nodes (the line breaks between tags) are left out instead of
@@ -183,8 +191,7 @@ def visible_text(tree: LexborHTMLParser, walk: ModuleType | None = None) -> str:
     be removed before; ``walk.text`` skips them. A body that a ``<frameset>`` took the place
     of is out of the tree (and no query reaches its invisible elements): the document's
     element is read then, as where no body was ever made."""
-    body = tree.body
-    root = body if body is not None and body.parent is not None else tree.root
+    root = text_root(tree)
     if root is None:
         return ""
     if walk is not None:
@@ -231,7 +238,7 @@ def walk_in_c(module: ModuleType, tree: LexborHTMLParser, most: int) -> Walked:
 
 
 def _load() -> ModuleType | None:
-    if _walk is None or os.environ.get(NO_C_WALK_ENV) or not hasattr(_walk, "resolved_links"):
+    if _walk is None or os.environ.get(NO_C_WALK_ENV) or not hasattr(_walk, "resolved_links_text"):
         return None  # not built, turned off, or built from an older source
     if selectolax.__version__ not in CHECKED_SELECTOLAX or LexborNode.__basicsize__ != _NODE_SIZE:
         return None
@@ -239,9 +246,26 @@ def _load() -> ModuleType | None:
     for probe in _PROBES:
         if walk_in_c(_walk, LexborHTMLParser(probe), 1_000) != walk_in_python(
             LexborHTMLParser(probe), 1_000
+        ) or _one_pass_text(_walk, LexborHTMLParser(probe)) != visible_text(
+            LexborHTMLParser(probe), _walk
         ):
             return None
     return _walk
+
+
+_PROBE_BASE = b"http://h/d/http://h/d/p"
+"""A base for ``resolved_links_text`` on the probes: origin, directory and URL (see there)."""
+
+
+def _one_pass_text(module: ModuleType, tree: LexborHTMLParser) -> str | None:
+    """The text ``resolved_links_text`` reads with the links (``None`` for no tree)."""
+    root, below = tree.root, text_root(tree)
+    if root is None or below is None:
+        return None
+    walked = module.resolved_links_text(
+        root, below, 1_000, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES, _PROBE_BASE, 8, 3
+    )
+    return walked[4]  # type: ignore[no-any-return]
 
 
 native: ModuleType | None = _load()

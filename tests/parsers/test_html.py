@@ -321,7 +321,7 @@ def test_anchor_hits_count_whole_query_words(anchors: list[list[str]]) -> None:
     terms = frozenset({"fast", "python", "crawler"})
     body = "".join(f'<a href="/p{i % 3}">{" ".join(words)}</a>' for i, words in enumerate(anchors))
     tree = LexborHTMLParser(f"<body>{body}</body>")
-    _, _, hits = _links(tree, "http://e.com/", 100, terms)
+    _, _, hits, _ = _links(tree, "http://e.com/", 100, terms)
     expected: dict[str, int] = {}
     for i, words in enumerate(anchors):
         found = set(re.findall(r"[a-z0-9\x80-\U0010ffff]+", " ".join(words).lower()))
@@ -343,7 +343,7 @@ def test_one_walk_finds_the_links_and_removes_what_the_separate_queries_do(html:
     tree followed by the invisible elements' removal."""
     page = parse_page(job(f"<body>{html}</body>"))
     tree = LexborHTMLParser(f"<body>{html}</body>".encode())
-    links, _, _ = _links(tree, "http://example.com/dir/page.html", 10_000)
+    links, _, _, _ = _links(tree, "http://example.com/dir/page.html", 10_000)
     strip_invisible(tree)
     text = visible_text(tree)
     assert page.links == links
@@ -372,7 +372,7 @@ def test_each_kind_of_element_gives_its_own_attribute() -> None:
     )
     frames = '<frameset><frame src="/f1"><frame src="/f2"></frameset>'
     for html in (body, frames, body):
-        links, _, _ = _links(LexborHTMLParser(html.encode()), base, 100, invisible=[])
+        links, _, _, _ = _links(LexborHTMLParser(html.encode()), base, 100, invisible=[])
         want = (
             ("http://e.com/f1", "http://e.com/f2")
             if "frameset" in html
@@ -545,10 +545,10 @@ def test_anchor_hits_only_for_the_links_kept() -> None:
     nested = "<svg>" + '<a href="/same">' * 2000 + "python crawler</svg>"
     kept = '<a href="/k1">python</a><a href="/k2">crawler python</a><a href="/k3">python</a>'
     tree = LexborHTMLParser(f"<body>{kept}{nested}</body>")
-    links, _, hits = _links(tree, "http://e.com/", 3, frozenset({"python", "crawler"}))
+    links, _, hits, _ = _links(tree, "http://e.com/", 3, frozenset({"python", "crawler"}))
     assert links == ("http://e.com/k1", "http://e.com/k2", "http://e.com/k3")
     assert hits == {"http://e.com/k1": 1, "http://e.com/k2": 2, "http://e.com/k3": 1}
-    _, _, hits = _links(
+    _, _, hits, _ = _links(
         LexborHTMLParser(nested), "http://e.com/", 10, frozenset({"python", "crawler"})
     )
     assert hits == {"http://e.com/same": 2}

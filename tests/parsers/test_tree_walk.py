@@ -74,6 +74,53 @@ def test_c_walk_stops_at_most_hrefs_as_python_does(markup: str, most: int) -> No
     assert ours[3] == python[3]  # the text is the whole page's, whatever the bound
 
 
+_CONTEXT = b"http://e.com/d/http://e.com/d/p.html"
+"""``resolved_links``' context for the base http://e.com/d/p.html: origin, directory, URL."""
+
+
+def _one_and_two_walks(markup: bytes, most: int, inner: bool = False) -> tuple[object, object]:
+    """``resolved_links_text`` of a page, and what ``resolved_links`` and ``text`` give
+    apart: the links walked from the document's element (``inner``: from its first child,
+    the head where there is one: the body is then out of the walked tree, and its text is
+    read after the walk), the text from the body."""
+    assert native is not None
+    tree = LexborHTMLParser(markup)
+    root, below = tree.root, tree_walk.text_root(tree)
+    assert root is not None and below is not None
+    if inner and root.child is not None:
+        root = root.child
+    args = (most, tree_walk.ANCHOR_TEXT_VISITS, tree_walk.ANCHOR_TEXT_BYTES, _CONTEXT, 12, 3)
+    urls, fallbacks, rels, anchors, text = native.resolved_links_text(root, below, *args)
+    one = (urls, fallbacks, rels, [anchors.text(i) for i in range(len(anchors))], text)
+    urls, fallbacks, rels, anchors = native.resolved_links(root, *args)
+    texts = [anchors.text(i) for i in range(len(anchors))]
+    return one, (urls, fallbacks, rels, texts, native.text(below))
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from([*_PARTS, *_BYTES]), max_size=40).map(_markup),
+    st.integers(0, 6) | st.just(1_000),
+    st.booleans(),
+)
+def test_links_and_text_in_one_walk_are_those_of_two(markup: bytes, most: int, inner: bool) -> None:
+    """The one pass reads the text as ``text`` does (invisible subtrees skipped, the body
+    only, the links' bound not stopping it) and the links as ``resolved_links``."""
+    one, two = _one_and_two_walks(markup, most, inner)
+    assert one == two
+
+
+@needs_c
+def test_links_and_text_in_one_walk_on_real_pages() -> None:
+    pages = _real_pages()
+    if not pages:
+        pytest.skip("no HTML documentation installed here")
+    for path in pages:
+        one, two = _one_and_two_walks(path.read_bytes(), 40_000)
+        assert one == two, path
+
+
 @needs_c
 def test_a_body_replaced_by_a_frameset_gives_no_text() -> None:
     """A ``<frameset>`` after body content that leaves frameset-ok set takes the body's
