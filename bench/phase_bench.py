@@ -11,7 +11,7 @@ warmer has ended. Each run is ``bench/phase_probe.py``: the ``crawl`` command wi
 inside its process (start-up: imports and options, the store's opening, the first fetch;
 the steady state up to the last fetch's start; the tail of the last pages' parses; the
 shutdown: the last write, the run's end, the exit), its main thread's and store thread's
-CPU, the store's CPU in its transactions (user and kernel), and, sampled from ``/proc``
+CPU, the store's CPU in its transactions (and the kernel's share), and, sampled from ``/proc``
 (``benchlib.run_measured``), the CPU of the fork server and the parse workers.
 ``--max-pages 1`` gives the phases of a one-page crawl (``startup_bench.py`` times it whole).
 Medians of the runs; nothing is asserted.
@@ -106,6 +106,12 @@ def phase_rows(reports: list[dict]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def kernel_share(report: dict) -> float:
+    """The kernel's share of the store's transactions, as ``getrusage`` split their time."""
+    user, kernel = report["store_transactions_user_s"], report["store_transactions_sys_s"]
+    return kernel / (user + kernel) if user + kernel > 0 else 0.0
+
+
 def roles_of(report: dict) -> dict[str, float]:
     """One run's CPU seconds by role."""
     main, store = report["main_thread_cpu_s"], report["store_thread_cpu_s"]
@@ -113,8 +119,9 @@ def roles_of(report: dict) -> dict[str, float]:
     return {
         "event loop (main thread)": main,
         "store thread": store,
-        "  of it in transactions, user": report["store_transactions_user_s"],
-        "  of it in transactions, kernel": report["store_transactions_sys_s"],
+        "  of it in transactions": report["store_transactions_cpu_s"],
+        "  of that in the kernel (its share as ticks sampled it)": kernel_share(report)
+        * report["store_transactions_cpu_s"],
         "other threads": max(0.0, report["process_cpu_s"] - main - store),
         "fork server and parse workers (sampled)": sampled.get("child processes", 0.0)
         + sampled.get("grandchildren", 0.0),

@@ -48,6 +48,8 @@ def test_every_phase_is_marked_in_order_and_counted(tmp_path: Path) -> None:
     assert report["pages"] == pages > 20
     assert report["writes"] >= 1
     assert report["transactions"] > report["writes"]  # the run's rows, the frontier too
-    assert report["store_transactions_user_s"] + report["store_transactions_sys_s"] > 0
-    assert report["store_transactions_user_s"] <= report["store_thread_cpu_s"] + 0.01
+    # exact clocks; the user/kernel split counts clock ticks, which may miss a short run
+    assert 0 < report["store_transactions_cpu_s"] <= report["store_thread_cpu_s"]
+    split = report["store_transactions_user_s"] + report["store_transactions_sys_s"]
+    assert 0 <= split <= report["process_cpu_s"] + 0.01
     assert 0 < report["main_thread_cpu_s"] <= report["process_cpu_s"] + 0.01
