@@ -646,7 +646,8 @@ walk_links(PyObject *owner, Py_ssize_t most, Py_ssize_t budget, Py_ssize_t bytes
     }
     /* The text: `reading` while below text_root (entered once, left once) and not below an
        invisible element (`hidden`, the outermost one) in it. */
-    int reading = 0, read = text == NULL || !within(text_root, root);
+    int outside = text != NULL && !within(text_root, root);
+    int reading = 0, read = text == NULL || outside;
     lx_node *hidden = NULL;
     for (lx_node *node = root; node != NULL; node = next_node(node, root, &reading, &hidden,
                                                               text_root, &read)) {
@@ -704,7 +705,7 @@ walk_links(PyObject *owner, Py_ssize_t most, Py_ssize_t budget, Py_ssize_t bytes
         }
         anchors->nodes[anchors->count++] = node;
     }
-    if (text != NULL && !within(text_root, root) && walk_text(text_root, text) < 0) {
+    if (outside && walk_text(text_root, text) < 0) {
         goto failed;
     }
     PyMem_Free(room.out);
