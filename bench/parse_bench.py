@@ -59,6 +59,9 @@ def main() -> None:
     found = corpora(args.pages)
     sys.path.insert(0, str(args.repo.resolve()))
     import parsers.preload  # noqa: F401  - kernels loaded, as in the fork server
+    from parsers.worker import keep_batch_buffers
+
+    keep_batch_buffers()  # the heap a worker has (else lexbor faults in pages per parse)
     from parsers import html
     from parsers.page import ParseJob
     from parsers.terms import query_token_ids
