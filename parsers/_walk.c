@@ -294,21 +294,24 @@ holds(const char *text, size_t length, const char *needle, size_t size)
    anchors without a str for those that hold none (most). Text with any other byte is
    returned for the caller to look in (str.lower() folds some non-ASCII letters to ASCII
    ones: K, the Kelvin sign, to k). The budgets are spent as text(i) spends them. */
-static PyObject *
-anchors_text_if(Anchors *self, PyObject *args)
+static int
+check_needles(PyObject *needles)
 {
-    Py_ssize_t i;
-    PyObject *needles;
-    if (!PyArg_ParseTuple(args, "nO!:text_if", &i, &PyTuple_Type, &needles)) {
-        return NULL;
-    }
     Py_ssize_t count = PyTuple_GET_SIZE(needles);
     for (Py_ssize_t n = 0; n < count; n++) {
         if (!PyBytes_Check(PyTuple_GET_ITEM(needles, n))) {
             PyErr_SetString(PyExc_TypeError, "text_if: needles must be bytes");
-            return NULL;
+            return -1;
         }
     }
+    return 0;
+}
+
+/* text_if's work, on needles already checked. */
+static PyObject *
+text_if_at(Anchors *self, Py_ssize_t i, PyObject *needles)
+{
+    Py_ssize_t count = PyTuple_GET_SIZE(needles);
     char *buffer = NULL;
     size_t at = 0;
     int got = anchor_bytes(self, i, &buffer, &at);
@@ -344,6 +347,142 @@ anchors_text_if(Anchors *self, PyObject *args)
     PyObject *text = PyUnicode_DecodeUTF8(buffer, (Py_ssize_t)at, "replace");
     PyMem_Free(buffer);
     return text;
+}
+
+static PyObject *
+anchors_text_if(Anchors *self, PyObject *args)
+{
+    Py_ssize_t i;
+    PyObject *needles;
+    if (!PyArg_ParseTuple(args, "nO!:text_if", &i, &PyTuple_Type, &needles)) {
+        return NULL;
+    }
+    if (check_needles(needles) < 0) {
+        return NULL;
+    }
+    return text_if_at(self, i, needles);
+}
+
+static PyTypeObject AnchorsType; /* defined below, with the methods it lists */
+
+/* Whether parsers.html._links' query loop skips urls[i] before reading its anchor text:
+   it resolved to nothing, this worker offered it at `depth` or less (`offered`: hash(url)
+   -> the smallest depth, or None), it is not among the links kept (`found`), or it has
+   every query word already (`hits`: url -> distinct query words, `most_hits`). 1: skip,
+   0: read it, -1: an exception. */
+static int
+anchor_skipped(PyObject *url, PyObject *offered, long depth, PyObject *found, PyObject *hits,
+               long most_hits)
+{
+    if (url == Py_None) {
+        return 1;
+    }
+    if (offered != Py_None) {
+        Py_hash_t hash = PyObject_Hash(url);
+        if (hash == -1) {
+            return -1;
+        }
+        PyObject *key = PyLong_FromSsize_t(hash);
+        if (key == NULL) {
+            return -1;
+        }
+        PyObject *at = PyDict_GetItemWithError(offered, key); /* borrowed */
+        Py_DECREF(key);
+        if (at == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+        if (at != NULL) {
+            long offered_at = PyLong_AsLong(at);
+            if (offered_at == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (offered_at <= depth) {
+                return 1;
+            }
+        }
+    }
+    int kept = PyDict_Contains(found, url);
+    if (kept <= 0) {
+        return kept < 0 ? -1 : 1;
+    }
+    PyObject *count = PyDict_GetItemWithError(hits, url); /* borrowed */
+    if (count == NULL) {
+        return PyErr_Occurred() ? -1 : most_hits == 0;
+    }
+    long words = PyLong_AsLong(count);
+    if (words == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return words == most_hits;
+}
+
+/* next_anchor(anchors, urls, start, offered, depth, found, hits, most_hits, needles):
+   (i, text) for the first i >= start whose anchor text parsers.html._links' query loop
+   reads (see anchor_skipped) and looks in: text(i) with needles None, else text_if(i,
+   needles) where that is not None; None past the last. The loop's own checks, in its
+   order, with one call a link read instead of Python's steps for every link: the budgets
+   of visits and bytes are spent exactly as that loop spent them, and `hits` is read at
+   each link, so what the caller adds to it between calls counts. */
+static PyObject *
+next_anchor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "next_anchor takes 9 arguments");
+        return NULL;
+    }
+    PyObject *urls = args[1], *offered = args[3], *found = args[5], *hits = args[6];
+    PyObject *needles = args[8];
+    if (!PyObject_TypeCheck(args[0], &AnchorsType) || !PyList_Check(urls) ||
+        !(offered == Py_None || PyDict_Check(offered)) || !PyDict_Check(found) ||
+        !PyDict_Check(hits) || !(needles == Py_None || PyTuple_Check(needles))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "next_anchor(Anchors, list, int, dict | None, int, dict, dict, int, "
+                        "tuple | None)");
+        return NULL;
+    }
+    if (needles != Py_None && check_needles(needles) < 0) {
+        return NULL;
+    }
+    Anchors *anchors = (Anchors *)args[0];
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    long depth = PyLong_AsLong(args[4]);
+    long most_hits = PyLong_AsLong(args[7]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(urls); i++) {
+        PyObject *url = PyList_GET_ITEM(urls, i);
+        Py_INCREF(url); /* a dict lookup may run an __eq__ that changes the list */
+        int skipped = anchor_skipped(url, offered, depth, found, hits, most_hits);
+        Py_DECREF(url);
+        if (skipped < 0) {
+            return NULL;
+        }
+        if (skipped) {
+            continue;
+        }
+        PyObject *text;
+        if (needles == Py_None) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (index == NULL) {
+                return NULL;
+            }
+            text = anchors_text(anchors, index);
+            Py_DECREF(index);
+        } else {
+            text = text_if_at(anchors, i, needles);
+        }
+        if (text == NULL) {
+            return NULL;
+        }
+        if (text == Py_None) {
+            Py_DECREF(text);
+            continue;
+        }
+        return Py_BuildValue("(nN)", i, text);
+    }
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef anchors_methods[] = {
@@ -868,6 +1007,9 @@ static PyMethodDef methods[] = {
      "directory_size) -> (urls, fallbacks, rels, anchors, text): resolved_links() and "
      "text(text_root), in one walk of the tree where text_root is in it."},
     {"text", text, METH_O, "The visible text below root (no script/style/noscript/template)."},
+    {"next_anchor", (PyCFunction)(void (*)(void))next_anchor, METH_FASTCALL,
+     "next_anchor(anchors, urls, start, offered, depth, found, hits, most_hits, needles) -> "
+     "(i, text) | None: the next link from start whose anchor text a query's loop reads."},
     {NULL, NULL, 0, NULL},
 };
 

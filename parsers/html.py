@@ -19,7 +19,7 @@ import codecs
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -194,10 +194,9 @@ def _links(
             hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES)
         text_of: Callable[[int], str] = anchors.text
         needles = _ascii_needles(terms) if terms else None
-        screened = anchors.text_if if needles is not None else None
     else:
         hrefs, rels, text_of = python_hrefs(tree, most, invisible)
-        needles = screened = None
+        anchors = needles = None
     # All hrefs at once: in the C walk, or one numba call instead of Python for each. Then
     # no Python loop over every link but where it must look at each (anchor text, for a
     # query): the links deduplicated in C (an href that resolves to nothing is None).
@@ -216,26 +215,52 @@ def _links(
         hits = {}
         any_term = _any_term(terms)
         most_hits = len(terms)
-        for i, url in enumerate(urls):
-            if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
-                continue
-            # An anchor's text is its whole subtree, and anchors can nest (<svg><a><a>...):
-            # none is read for a link left out, or one that has every query word already.
-            if url not in found or hits.get(url, 0) == most_hits:
-                continue
-            if screened is None:
-                text = text_of(i).lower()
-            else:  # None: ASCII text without any query word (most anchors), seen in C
-                screened_text = screened(i, needles)
-                if screened_text is None:
-                    continue
-                text = screened_text.lower()
+        for i, text in _anchor_texts(walk, anchors, text_of, needles, urls, offered, depth,
+                                     found, hits, most_hits):  # fmt: skip
+            text = text.lower()
             if any_term(text) is None:
                 continue
             count = len(terms.intersection(_WORDS.findall(text)))
-            if count > hits.get(url, 0):
-                hits[url] = count
+            url = urls[i]
+            if count > hits.get(url, 0):  # type: ignore[arg-type]  # read: not None
+                hits[url] = count  # type: ignore[index]
     return tuple(found), tuple(nofollow), hits, visible
+
+
+def _anchor_texts(
+    walk: ModuleType | None,
+    anchors: Any,
+    text_of: Callable[[int], str],
+    needles: tuple[bytes, ...] | None,
+    urls: list[str | None],
+    offered: dict[int, int] | None,
+    depth: int,
+    found: dict[str, None],
+    hits: dict[str, int],
+    most_hits: int,
+) -> Iterator[tuple[int, str]]:
+    """(i, anchor text) of each link whose text ``_links`` looks for the query words in,
+    in order: not one left out (``found``), offered by this worker at ``depth`` or less, or
+    holding every query word already (``hits``, which the caller adds to as it goes); nor,
+    with ASCII ``needles`` (the C walk's), one whose ASCII text holds none of them.
+
+    An anchor's text is its whole subtree, and anchors can nest (<svg><a><a>...): none is
+    read that the query cannot use, and the C walk's budgets of visits and bytes are spent
+    in this order. The C walk runs the whole loop (``next_anchor``: one call a text read,
+    not Python steps for each of a page's links); the Python walk, this one."""
+    if walk is not None:
+        next_anchor, start = walk.next_anchor, 0
+        while (got := next_anchor(anchors, urls, start, offered, depth, found, hits, most_hits,
+                                  needles)) is not None:  # fmt: skip
+            yield got
+            start = got[0] + 1
+        return
+    for i, url in enumerate(urls):
+        if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
+            continue
+        if url not in found or hits.get(url, 0) == most_hits:
+            continue
+        yield i, text_of(i)
 
 
 @functools.lru_cache(maxsize=8)

@@ -238,7 +238,7 @@ def walk_in_c(module: ModuleType, tree: LexborHTMLParser, most: int) -> Walked:
 
 
 def _load() -> ModuleType | None:
-    if _walk is None or os.environ.get(NO_C_WALK_ENV) or not hasattr(_walk, "resolved_links_text"):
+    if _walk is None or os.environ.get(NO_C_WALK_ENV) or not hasattr(_walk, "next_anchor"):
         return None  # not built, turned off, or built from an older source
     if selectolax.__version__ not in CHECKED_SELECTOLAX or LexborNode.__basicsize__ != _NODE_SIZE:
         return None

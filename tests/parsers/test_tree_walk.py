@@ -291,6 +291,134 @@ def test_text_if_screens_out_exactly_the_ascii_texts_without_a_needle(
         assert screening.text_if(i, needles) == (text if held else None), (i, text)
 
 
+def _reference_anchor_texts(
+    anchors: object,
+    urls: list[str | None],
+    offered: dict[int, int] | None,
+    depth: int,
+    found: dict[str, None],
+    hits: dict[str, int],
+    most_hits: int,
+    needles: tuple[bytes, ...] | None,
+    add: dict[str, int],
+) -> list[tuple[int, str]]:
+    """The loop ``next_anchor`` replaced, step for step in Python, adding ``add[url]`` to
+    ``hits`` after each text read (as ``_links`` adds what it counts)."""
+    read = []
+    for i, url in enumerate(urls):
+        if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
+            continue
+        if url not in found or hits.get(url, 0) == most_hits:
+            continue
+        text = anchors.text(i) if needles is None else anchors.text_if(i, needles)  # type: ignore[attr-defined]
+        if text is None:
+            continue
+        read.append((i, text))
+        hits[url] = max(hits.get(url, 0), add.get(url, 0))
+    return read
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([*_PARTS, "TEXT", "Te", "<a href='/a'>x te", "\u212a"]), max_size=40
+    ).map("".join),
+    st.integers(0, 40),
+    st.integers(0, 60),
+    st.one_of(st.none(), st.lists(st.sampled_from(["text", "x", "te", ""]), max_size=3).map(tuple)),
+    st.data(),
+)
+def test_next_anchor_reads_what_the_python_loop_read(
+    markup: str, budget: int, text_bytes: int, words: tuple[str, ...] | None, data: st.DataObject
+) -> None:
+    """``next_anchor`` skips the links the query loop skipped (resolved to nothing, offered
+    at the depth or less, not kept, every word found already: read at each call, after
+    what the caller added), reads the others' texts in the same order, and so spends the
+    budgets of visits and bytes as that loop did."""
+    assert native is not None
+    tree = LexborHTMLParser(markup)
+    assert tree.root is not None
+    hrefs, _, _ = native.links(tree.root, 1_000, budget, text_bytes)
+    urls: list[str | None] = [
+        None if href.startswith("/e") else resolve_url("http://e.com/d/p.html", href)
+        for href in hrefs
+    ]
+    distinct = sorted({url for url in urls if url is not None})
+    kept = data.draw(st.sets(st.sampled_from(distinct)) if distinct else st.just(set()))
+    found = dict.fromkeys(url for url in urls if url in kept)
+    depth = data.draw(st.integers(0, 3))
+    offered = data.draw(
+        st.none()
+        | st.dictionaries(st.sampled_from(distinct), st.integers(0, 4)).map(
+            lambda d: {hash(url): at for url, at in d.items()}
+        )
+        if distinct
+        else st.none()
+    )
+    most_hits = data.draw(st.integers(1, 3))
+    add = data.draw(
+        st.dictionaries(st.sampled_from(distinct), st.integers(0, 3)) if distinct else st.just({})
+    )
+    needles = None if words is None else tuple(word.encode() for word in words)
+    _, _, theirs = native.links(tree.root, 1_000, budget, text_bytes)
+    expected = _reference_anchor_texts(theirs, urls, offered, depth, found, {}, most_hits,
+                                       needles, add)  # fmt: skip
+    _, _, anchors = native.links(tree.root, 1_000, budget, text_bytes)
+    hits: dict[str, int] = {}
+    got, start = [], 0
+    while (step := native.next_anchor(anchors, urls, start, offered, depth, found, hits,
+                                      most_hits, needles)) is not None:  # fmt: skip
+        got.append(step)
+        url = urls[step[0]]
+        assert url is not None
+        hits[url] = max(hits.get(url, 0), add.get(url, 0))
+        start = step[0] + 1
+    assert got == expected
+
+
+@needs_c
+def test_next_anchor_skips_a_link_whose_words_were_all_found() -> None:
+    """A link met again is read again only while its hits lack a query word; an offered
+    one at the depth or less, or one not kept, is not read at all."""
+    assert native is not None
+    tree = LexborHTMLParser(
+        "<a href=/a>one</a><a href=/a>two</a><a href=/b>three</a><a href=/c>four</a>"
+        "<a href=/d>five</a>"
+    )
+    assert tree.root is not None
+    _, _, anchors = native.links(tree.root, 10, 100, 100)
+    a, b, c, d = (f"http://e.com/{name}" for name in "abcd")
+    urls: list[str | None] = [a, a, b, c, d]
+    found = dict.fromkeys([a, b, d])
+    offered = {hash(d): 1}
+    hits: dict[str, int] = {}
+    assert native.next_anchor(anchors, urls, 0, offered, 1, found, hits, 1, None) == (0, "one")
+    hits[a] = 1
+    assert native.next_anchor(anchors, urls, 1, offered, 1, found, hits, 1, None) == (2, "three")
+    assert native.next_anchor(anchors, urls, 3, offered, 1, found, hits, 1, None) is None
+    assert native.next_anchor(anchors, urls, 3, offered, 0, found, hits, 1, None) == (4, "five")
+
+
+@needs_c
+def test_next_anchor_refuses_what_it_cannot_read() -> None:
+    """Wrong types are a TypeError, not a crash."""
+    assert native is not None
+    tree = LexborHTMLParser("<a href=/a>a</a>")
+    assert tree.root is not None
+    _, _, anchors = native.links(tree.root, 10, 100, 100)
+    good = [anchors, ["http://e.com/a"], 0, None, 1, {"http://e.com/a": None}, {}, 1, None]
+    assert native.next_anchor(*good) == (0, "a")
+    for at, bad in ((0, object()), (1, ("http://e.com/a",)), (3, []), (5, []), (6, None),
+                    (8, (1,)), (8, [b"a"])):  # fmt: skip
+        args = list(good)
+        args[at] = bad
+        with pytest.raises(TypeError):
+            native.next_anchor(*args)
+    with pytest.raises(TypeError):
+        native.next_anchor(*good[:8])
+
+
 @needs_c
 def test_the_probes_meet_frames_and_template_content() -> None:
     """What ``_load`` compares includes a frameset's frame (a tag id no other probe page
