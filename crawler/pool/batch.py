@@ -13,6 +13,7 @@ may not work on this machine at all.
 from __future__ import annotations
 
 import asyncio
+import heapq
 from typing import TYPE_CHECKING, Any
 
 from crawler.errors import ParseCrash, ParseError, ParseTimeout
@@ -20,6 +21,26 @@ from parsers.page import Page, ParseFailure, ParseJob
 
 if TYPE_CHECKING:
     from crawler.pool.parse_pool import ParsePool
+
+
+PAGE_COST_BYTES = 16 << 10
+"""What a page costs a worker beyond its body, in body bytes (lexbor's document, the head,
+the reply): a body's bytes are most of a parse's work, but not all of it."""
+
+
+def shares(jobs: list[ParseJob], parts: int) -> list[list[int]]:
+    """``jobs`` (their indexes) in at most ``parts`` shares of about equal work, each in the
+    jobs' order: the heaviest job first to the lightest share (LPT). Shares of equal counts
+    leave one worker parsing a page of megabytes and its share while another, done with
+    small ones, waits: at a crawl's start and end, where this is how pages go."""
+    weight = [len(job.body or b"") + PAGE_COST_BYTES for job in jobs]
+    loads = [(0, k) for k in range(max(1, min(parts, len(jobs))))]
+    taken: list[list[int]] = [[] for _ in loads]
+    for i in sorted(range(len(jobs)), key=weight.__getitem__, reverse=True):
+        load, k = heapq.heappop(loads)
+        taken[k].append(i)
+        heapq.heappush(loads, (load + weight[i], k))
+    return [sorted(share) for share in taken if share]
 
 
 class Batch:

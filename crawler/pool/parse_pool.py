@@ -55,7 +55,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from crawler.errors import CrawlerError, ParseCrash, ParseTimeout
-from crawler.pool.batch import Batch
+from crawler.pool.batch import Batch, shares
 from crawler.pool.forkserver import context as _context
 from crawler.pool.forkserver import release as release_fork_server
 from crawler.pool.forkserver import release_after_start
@@ -255,11 +255,10 @@ class ParsePool:
         idle = sum(1 for worker in self._live if not worker.outstanding)
         if idle > 1 and len(jobs) > 1:
             # Workers are waiting (the crawl's first pages, its last ones, a slow site):
-            # a share for each instead of the whole batch on one while the others idle.
-            parts = min(idle, len(jobs))
-            size = -(-len(jobs) // parts)
-            for start in range(0, len(jobs), size):
-                self.send_batch(jobs[start : start + size], waiters[start : start + size])
+            # a share for each instead of the whole batch on one while the others idle,
+            # shares of about equal work (bytes), not of equal counts.
+            for share in shares(jobs, idle):
+                self.send_batch([jobs[i] for i in share], [waiters[i] for i in share])
         else:
             self.send_batch(jobs, waiters)
 

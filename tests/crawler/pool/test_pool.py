@@ -679,3 +679,60 @@ def _exit_on_poison(tree: Any, url: str) -> None:
     """An extract hook that ends its process on one page: a stand-in for a parser fault."""
     if "poison" in tree.text():
         os._exit(3)
+
+
+def test_shares_for_idle_workers_are_of_about_equal_bytes() -> None:
+    """A page of megabytes goes alone while the small ones share the other worker (equal
+    counts would give one worker the big page and half the rest); each share keeps the
+    pages' order, and every page is in exactly one."""
+    from crawler.pool.batch import shares
+
+    small = [job(i, b"x" * 20_000) for i in range(12)]
+    jobs = [*small[:5], job(99, b"x" * 2_500_000), *small[5:]]
+    assert shares(jobs, 2) == [[5], [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12]]
+    assert shares(jobs[:3], 8) == [[0], [1], [2]]  # no more shares than pages
+    assert shares([job(1)], 0) == [[0]]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_shares_are_a_partition_within_lpt_bound(seed: int) -> None:
+    """Any sizes: a partition of the pages into at most ``parts`` shares, each in order,
+    whose heaviest is at most the ideal (the mean) plus the heaviest page: LPT's bound."""
+    import random
+
+    from crawler.pool.batch import PAGE_COST_BYTES, shares
+
+    rng = random.Random(seed)
+    jobs = [job(i, b"x" * rng.choice([0, 100, 30_000, 200_000, 3_000_000]))
+            for i in range(rng.randint(1, 40))]  # fmt: skip
+    parts = rng.randint(1, 6)
+    got = shares(jobs, parts)
+    assert sorted(i for share in got for i in share) == list(range(len(jobs)))
+    assert len(got) <= parts and all(share == sorted(share) and share for share in got)
+    weight = [len(j.body or b"") + PAGE_COST_BYTES for j in jobs]
+    heaviest = max(sum(weight[i] for i in share) for share in got)
+    assert heaviest <= sum(weight) / min(parts, len(jobs)) + max(weight)
+
+
+def test_idle_workers_get_shares_of_about_equal_bytes() -> None:
+    """In the pool: the turn's pages go as one big page alone and the rest together."""
+
+    async def go() -> tuple[list[str], list[int]]:
+        sizes: list[int] = []
+        async with ParsePool(2, batch_max=32, flush_delay_s=30.0) as pool:
+            await _until_live(pool, 2)
+            send = pool.send_batch
+
+            def counted(jobs: list[ParseJob], waiters: list[Any]) -> None:
+                sizes.append(len(jobs))
+                send(jobs, waiters)
+
+            pool.send_batch = counted  # type: ignore[method-assign]
+            bodies = [f"<title>{i}</title>".encode() + b"x" * (2_000_000 if i == 2 else 10)
+                      for i in range(6)]  # fmt: skip
+            pages = await asyncio.gather(*(pool.parse(job(i, b)) for i, b in enumerate(bodies)))
+            return [p.title for p in pages], sizes
+
+    titles, sizes = asyncio.run(go())
+    assert titles == [str(i) for i in range(6)]
+    assert sorted(sizes) == [1, 5]
