@@ -173,11 +173,21 @@ class Admission:
         frontier, now = self._frontier, time.monotonic()
         added = False
         raises: list[tuple[str, float]] = []
-        for url in links:
-            evidence = link_evidence(relevance, anchor_hits.get(url, 0), query_words)
-            if "?" in url or ";" in url or "@" in url:
-                url = strip_session_ids(strip_userinfo(url))
-            if frontier.seen(url):
+        plain = link_evidence(relevance, 0, query_words)  # a link without a query word
+        urls = [
+            strip_session_ids(strip_userinfo(url))
+            if "?" in url or ";" in url or "@" in url
+            else url
+            for url in links
+        ]
+        # Most of a page's links are known: one pass over the seen set for all of them, and
+        # the known ones' evidence without a call each. A URL new here is asked again when
+        # its turn comes: an earlier link of this page (a repeat once stripped) may have
+        # queued it since.
+        for link, url, new in zip(links, urls, frontier.missing(urls), strict=True):
+            hits = anchor_hits.get(link, 0) if anchor_hits else 0
+            evidence = plain if not hits else link_evidence(relevance, hits, query_words)
+            if not new or frontier.seen(url):
                 if evidence >= REOFFER_MIN:  # as the workers offer a known link again
                     raises.append((url, evidence))
                 continue

@@ -60,12 +60,13 @@ class BestFirstFrontier(Frontier):
             origin = url_origin(url)
             host = hosts[origin]
             seq += 1
-            raised = (entry[0] - by, seq, entry[2], entry[3], entry[4], entry[5], entry[6])
-            push(host.queue, raised)
-            live[url] = raised
+            key = entry[0] - by
+            raised = (key, seq, *entry[2:])
+            push(host.queue, raised)  # type: ignore[arg-type]  # an _Entry: two fields anew
+            live[url] = raised  # type: ignore[assignment]
             best = moved.get(origin)
-            if best is None or raised[0] < best[1]:
-                moved[origin] = (host, raised[0])
+            if best is None or key < best[1]:
+                moved[origin] = (host, key)
         self._seq = seq
         for host, key in moved.values():
             self._moved_up(host, key)

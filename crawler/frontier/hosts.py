@@ -171,6 +171,10 @@ class Frontier:
     def seen(self, url: str) -> bool:
         return hash(url) in self._seen
 
+    def missing(self, urls: Iterable[str]) -> list[bool]:
+        """For each URL, whether it was not seen before (one pass over the seen set)."""
+        return self._seen.missing(map(hash, urls))
+
     def unseen(self, urls: Iterable[str]) -> list[str]:
         """The URLs not seen before, in order (a fast pre-filter before scope checks)."""
         urls = list(urls)
