@@ -66,6 +66,7 @@ from crawler.pool.workers import (
     Request,
     Spawned,
     Worker,
+    for_transport,
     join,
     kill,
     load,
@@ -394,9 +395,13 @@ class ParsePool:
         worker = Worker(self, process, rings)
         loop = asyncio.get_running_loop()
         try:
-            worker.requests, _ = await loop.connect_write_pipe(asyncio.Protocol, requests)
-            worker.replies, _ = await loop.connect_read_pipe(lambda: ReplyReader(worker), replies)
-        except BaseException:
+            worker.requests, _ = await loop.connect_write_pipe(
+                asyncio.Protocol, for_transport(loop, requests)
+            )
+            worker.replies, _ = await loop.connect_read_pipe(
+                lambda: ReplyReader(worker), for_transport(loop, replies)
+            )
+        except BaseException:  # a duplicate that a failed connect took stays its own
             worker.close()
             requests.close()
             replies.close()

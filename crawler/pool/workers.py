@@ -39,6 +39,36 @@ if TYPE_CHECKING:
 _PIPE_BYTES = 1 << 20
 
 
+class _LoopsOwn:
+    """A pipe's descriptor that only the event loop's transport closes (``for_transport``)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        """Nothing: libuv closed the descriptor already."""
+
+
+def for_transport(loop: asyncio.AbstractEventLoop, connection: Connection) -> Any:
+    """What to hand ``loop.connect_read_pipe`` / ``connect_write_pipe`` for ``connection``'s
+    pipe, so that its descriptor is closed exactly once.
+
+    uvloop's pipe transports give libuv the object's descriptor itself, which libuv closes,
+    and then close the object too (uvloop issue 763): a second close of the same number,
+    which by then may be another thread's, the closing pool's pidfd (seen: ``EBADF`` in
+    ``_wait_exit``), a socket, or the store's database file. Under uvloop the transport gets
+    a duplicate that libuv alone closes, and ``connection`` is closed here; asyncio's own
+    transports close the object only, once, and get it as it is."""
+    if not type(loop).__module__.startswith("uvloop"):
+        return connection
+    fd = os.dup(connection.fileno())
+    connection.close()
+    return _LoopsOwn(fd)
+
+
 def widen_pipe(connection: Connection) -> None:
     """Give a pipe 1 MiB of buffer (Linux ``F_SETPIPE_SZ``; default 64 KiB).
 

@@ -736,3 +736,40 @@ def test_idle_workers_get_shares_of_about_equal_bytes() -> None:
     titles, sizes = asyncio.run(go())
     assert titles == [str(i) for i in range(6)]
     assert sorted(sizes) == [1, 5]
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_worker_pipes_are_closed_once_under_either_loop(
+    loop_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvloop's pipe transports close the descriptor in libuv and then the object handed
+    to them (uvloop issue 763): a second close of a number that another thread may hold by
+    then (the closing pool's pidfd was one). No pipe of a worker is closed when it is
+    closed already, under uvloop (the ``crawl`` command's loop) or asyncio's."""
+    import fcntl
+    from multiprocessing.connection import Connection
+
+    import uvloop
+
+    stray: list[int] = []
+    close = Connection._close  # type: ignore[attr-defined]
+
+    def checked(self: Connection) -> None:
+        try:
+            fcntl.fcntl(self._handle, fcntl.F_GETFD)  # type: ignore[attr-defined]
+        except OSError:
+            stray.append(self._handle)  # type: ignore[attr-defined]
+        close(self)
+
+    monkeypatch.setattr(Connection, "_close", checked)
+
+    async def go() -> list[str]:
+        async with ParsePool(2) as pool:
+            pages = await asyncio.gather(*(pool.parse(job(i)) for i in range(8)))
+            await _until_live(pool, 2)
+        gc.collect()
+        return [p.title for p in pages]
+
+    run = uvloop.run if loop_kind == "uvloop" else asyncio.run
+    assert run(go()) == [str(i) for i in range(8)]
+    assert stray == []
