@@ -19,7 +19,7 @@ import codecs
 import functools
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from parsers import tree_walk
+from parsers.anchor_hits import anchor_hits
 from parsers.encodings import ASCII_COMPATIBLE, bom_encoding, decode, from_python, get_encoding
 from parsers.links import Resolver, resolve_url
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
@@ -45,11 +46,6 @@ HREFS_PER_LINK = 4
 of 10 MB can hold 700,000 hrefs (gigabytes of URLs against a base of a few thousand
 characters)."""
 
-_WORDS = re.compile(r"[^\x00-/:-`{-\x7f]+")
-"""Runs of ASCII lower-case letters and digits and of every non-ASCII character: the set
-``[a-z0-9\x80-\U0010ffff]``, written as its complement, which ``re`` compiles in a fraction
-of the time (the range to U+10FFFF is a charset of a million code points to compile at
-every start of the crawl)."""
 _ASCII_SPACE = re.compile("[ \t\n\f\r]")
 """What separates the tokens of an attribute like ``rel`` (HTML's ASCII whitespace)."""
 
@@ -193,10 +189,9 @@ def _links(
         else:
             hrefs, rels, anchors = walk.links(root, most, ANCHOR_TEXT_VISITS, ANCHOR_TEXT_BYTES)
         text_of: Callable[[int], str] = anchors.text
-        needles = _ascii_needles(terms) if terms else None
     else:
         hrefs, rels, text_of = python_hrefs(tree, most, invisible)
-        anchors = needles = None
+        anchors = None
     # All hrefs at once: in the C walk, or one numba call instead of Python for each. Then
     # no Python loop over every link but where it must look at each (anchor text, for a
     # query): the links deduplicated in C (an href that resolves to nothing is None).
@@ -210,74 +205,10 @@ def _links(
         url = urls[i]
         if url is not None and url in found and "nofollow" in rel.lower().split():
             nofollow[url] = None
-    hits: dict[str, int] | None = None
-    if terms:
-        hits = {}
-        any_term = _any_term(terms)
-        most_hits = len(terms)
-        for i, text in _anchor_texts(walk, anchors, text_of, needles, urls, offered, depth,
-                                     found, hits, most_hits):  # fmt: skip
-            text = text.lower()
-            if any_term(text) is None:
-                continue
-            count = len(terms.intersection(_WORDS.findall(text)))
-            url = urls[i]
-            if count > hits.get(url, 0):  # type: ignore[arg-type]  # read: not None
-                hits[url] = count  # type: ignore[index]
+    hits = (
+        anchor_hits(walk, anchors, text_of, urls, terms, offered, depth, found) if terms else None
+    )
     return tuple(found), tuple(nofollow), hits, visible
-
-
-def _anchor_texts(
-    walk: ModuleType | None,
-    anchors: Any,
-    text_of: Callable[[int], str],
-    needles: tuple[bytes, ...] | None,
-    urls: list[str | None],
-    offered: dict[int, int] | None,
-    depth: int,
-    found: dict[str, None],
-    hits: dict[str, int],
-    most_hits: int,
-) -> Iterator[tuple[int, str]]:
-    """(i, anchor text) of each link whose text ``_links`` looks for the query words in,
-    in order: not one left out (``found``), offered by this worker at ``depth`` or less, or
-    holding every query word already (``hits``, which the caller adds to as it goes); nor,
-    with ASCII ``needles`` (the C walk's), one whose ASCII text holds none of them.
-
-    An anchor's text is its whole subtree, and anchors can nest (<svg><a><a>...): none is
-    read that the query cannot use, and the C walk's budgets of visits and bytes are spent
-    in this order. The C walk runs the whole loop (``next_anchor``: one call a text read,
-    not Python steps for each of a page's links); the Python walk, this one."""
-    if walk is not None:
-        next_anchor, start = walk.next_anchor, 0
-        while (got := next_anchor(anchors, urls, start, offered, depth, found, hits, most_hits,
-                                  needles)) is not None:  # fmt: skip
-            yield got
-            start = got[0] + 1
-        return
-    for i, url in enumerate(urls):
-        if url is None or (offered is not None and offered.get(hash(url), depth + 1) <= depth):
-            continue
-        if url not in found or hits.get(url, 0) == most_hits:
-            continue
-        yield i, text_of(i)
-
-
-@functools.lru_cache(maxsize=8)
-def _ascii_needles(terms: frozenset[str]) -> tuple[bytes, ...] | None:
-    """The query words as ASCII bytes for the C walk's ``Anchors.text_if`` (which screens out
-    ASCII anchor text holding none of them), or ``None`` if any word is not ASCII."""
-    if not all(term.isascii() for term in terms):
-        return None
-    return tuple(term.encode("ascii") for term in sorted(terms))
-
-
-@functools.lru_cache(maxsize=8)
-def _any_term(terms: frozenset[str]) -> Callable[[str], re.Match[str] | None]:
-    """Search for any of ``terms`` as a substring. Most anchors hold none of the query words:
-    this spares them the word split (a third of link extraction on a link-heavy page).
-    Built once per query, not per page."""
-    return re.compile("|".join(map(re.escape, sorted(terms))) or "(?!)").search
 
 
 @dataclass(slots=True)

@@ -306,7 +306,7 @@ _ANCHOR_WORDS = ["fast", "Python", "crawler", "pythonic", "crawlers", "slow", "F
 def test_anchor_words_are_the_set_they_are_written_for() -> None:
     """``_WORDS`` is written as a complement (it compiles faster): the same characters as
     ``[a-z0-9\x80-\U0010ffff]``, every code point checked."""
-    from parsers.html import _WORDS
+    from parsers.anchor_hits import _WORDS
 
     reference = re.compile(r"[a-z0-9\x80-\U0010ffff]")
     for point in range(0x110000):
