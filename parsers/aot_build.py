@@ -62,8 +62,10 @@ def build(folder: Path | None = None) -> Path:
     cc.verbose = False
     # The argument types each kernel is called with (``parsers.native``): the readonly
     # arrays are views of bytes.
-    terms = types.Tuple((u32, u32, types.int64, types.uint64, types.uint32, u32))
-    cc.export("terms", terms(readonly, u8, types.int64, u32, types.uint64))(tokens._terms.py_func)
+    terms = types.Tuple((types.int64, types.int64, types.uint64))
+    cc.export("page_terms", terms(readonly, u8, types.int64, u32, types.uint64, u8, u32))(
+        tokens._page_terms.py_func
+    )
     resolved = types.Tuple((u8, i64))
     cc.export("resolve_all", resolved(readonly, types.int64, readonly, types.int64, types.int64))(
         hrefs._resolve_all.py_func

@@ -72,6 +72,8 @@ _ONE64 = np.uint64(1)
 _ZERO64 = np.uint64(0)
 _COUNT_SHIFT = np.uint64(32)
 _COUNT_ONE = np.uint64(1 << 32)  # a count of one in a counting table entry (see _count)
+_MAGIC_BYTE0, _MAGIC_BYTE1 = BLOB_MAGIC  # the blob's first two bytes, as ints (_page_terms)
+_HEADER_BYTES = BLOB_HEADER.size
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -335,6 +337,51 @@ def _terms(data, fold, max_tokens, query, key):
     ids, counts, top, tf = _bag(hashes, query, key)
     simhash = _shingle_simhash(hashes, max_tokens) if max_tokens > 0 else np.uint64(0)
     return ids, counts, hashes.size, simhash, top, tf
+
+
+@njit(cache=True)
+def _put_le(out, at, value, width):
+    """``value``'s ``width`` low bytes into ``out[at:]``, little-endian."""
+    for b in range(width):
+        out[at + b] = np.uint8((value >> np.uint64(8 * b)) & np.uint64(0xFF))
+
+
+@njit(cache=True)
+def _page_terms(data, fold, max_tokens, query, key, out, tf):
+    """``_terms`` with its results written out, not returned: the blob
+    (``parsers.terms.BLOB_HEADER``, the ids as <u4, the counts in the narrowest of u1, <u2
+    and <u4 that holds the largest) into ``out``, the counts of ``query``'s ids into ``tf``
+    (as long as ``query``). Returns (the blob's size, total tokens, SimHash), or (-size, 0,
+    0) where ``out`` is shorter than the blob, which is then not written.
+
+    Why: a compiled module boxes each array it returns into a new numpy array at ~2.5 us
+    (it unpickles the array's type every call), three for ``_terms``; and the caller then
+    copied the arrays into the blob in Python. Here only integers come back."""
+    hashes = _token_hashes(data, fold)
+    ids, counts, top, found = _bag(hashes, query, key)
+    simhash = _shingle_simhash(hashes, max_tokens) if max_tokens > 0 else np.uint64(0)
+    n = ids.size
+    width = 1 if top <= 0xFF else 2 if top <= 0xFFFF else 4
+    flags = FLAG_U8_COUNTS if width == 1 else FLAG_U16_COUNTS if width == 2 else 0
+    size = _HEADER_BYTES + n * (4 + width)
+    if out.size < size:
+        return -size, 0, np.uint64(0)
+    out[0] = _MAGIC_BYTE0  # BLOB_HEADER: "<2sBBIQ"
+    out[1] = _MAGIC_BYTE1
+    out[2] = BLOB_VERSION
+    out[3] = flags
+    _put_le(out, 4, np.uint64(n), 4)
+    _put_le(out, 8, np.uint64(hashes.size), 8)
+    at = _HEADER_BYTES
+    for j in range(n):
+        _put_le(out, at, np.uint64(ids[j]), 4)
+        at += 4
+    for j in range(n):
+        _put_le(out, at, np.uint64(counts[j]), width)
+        at += width
+    for q in range(query.size):
+        tf[q] = found[q]
+    return size, hashes.size, simhash
 
 
 # ---------------------------------------------------------------------------------------------

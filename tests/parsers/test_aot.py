@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from parsers import aot, aot_build, native
 from parsers.hrefs import _resolve_all
 from parsers.links import Resolver, resolve_url
-from parsers.tokens import _FOLD, _terms
+from parsers.tokens import _FOLD, _page_terms
 from tests.parsers.test_links import _HREF, _RESOLVER_BASES
 from tests.proc import child_env
 from tests.sites import PageSite, SiteServer
@@ -72,7 +72,7 @@ _KEY = st.integers(0, 2**64 - 1).map(np.uint64)
 @settings(deadline=None, max_examples=200)
 @given(_TEXT, st.lists(st.integers(0, 2**32 - 1), max_size=4), st.sampled_from([0, 1, 5, 4096]),
        _KEY, _KEY)  # fmt: skip
-def test_terms_equal_the_jit(
+def test_page_terms_equal_the_jit(
     module: ModuleType,
     text: str,
     query: list[int],
@@ -80,15 +80,19 @@ def test_terms_equal_the_jit(
     key: np.uint64,
     other_key: np.uint64,
 ) -> None:
-    """Token ids, counts, length, SimHash, largest count and query counts: all equal, for
-    any text (non-ASCII, lone surrogates), any query and any SimHash window, whatever the
+    """The blob (token ids, counts, length), SimHash and query counts: all equal, for any
+    text (non-ASCII, lone surrogates), any query and any SimHash window, whatever the
     counting table's key (each side has its own)."""
     data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     wanted = np.array(query, dtype=np.uint32)
-    assert _same(
-        module.terms(data, _FOLD, max_tokens, wanted, key),
-        _terms(data, _FOLD, max_tokens, wanted, other_key),
-    )
+    results = []
+    for kernel, table_key in ((module.page_terms, key), (_page_terms, other_key)):
+        out = np.full(4 * data.size + 64, 0xAA, dtype=np.uint8)
+        found = np.full(wanted.size, 7, dtype=np.uint32)
+        size, total, simhash = kernel(data, _FOLD, max_tokens, wanted, table_key, out, found)
+        assert 0 < size <= out.size
+        results.append((out[:size].tobytes(), total, simhash, found.tolist()))
+    assert results[0] == results[1]
 
 
 @settings(deadline=None, max_examples=200)

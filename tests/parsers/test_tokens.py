@@ -15,7 +15,9 @@ from parsers.native import page_terms
 from parsers.terms import fnv1a32, plain_terms, token_bytes, utf8
 from parsers.tokens import (
     _FOLD,
+    _TABLE_KEY,
     TokenCounts,
+    _page_terms,
     _token_hashes,
     decode_counts,
     encode_counts,
@@ -185,6 +187,24 @@ def test_page_terms_blob_equals_encode_counts_at_every_count_width(repeats: int)
     text = "spam " * repeats + "eggs ham spam"
     counts, _ = tokenize_and_simhash(text)
     assert page_terms(text).blob == encode_counts(counts)
+
+
+def test_the_kernel_writes_no_blob_into_too_little_room() -> None:
+    """``_page_terms`` says how much room a blob needs, and writes nothing, where ``out`` is
+    shorter: ``page_terms`` sizes it from the text, so this never reaches a crawl."""
+    data = np.frombuffer(b"spam eggs spam ham", dtype=np.uint8)
+    wanted = np.array([token_id("spam")], dtype=np.uint32)
+    need = 16 + 3 * (4 + 1)
+    for room in (0, need - 1):
+        out = np.full(room, 0xAA, dtype=np.uint8)
+        found = np.zeros(1, dtype=np.uint32)
+        assert _page_terms(data, _FOLD, 4096, wanted, _TABLE_KEY, out, found)[0] == -need
+        assert (out == 0xAA).all() and found.tolist() == [0]
+    out = np.zeros(need, dtype=np.uint8)
+    found = np.zeros(1, dtype=np.uint32)
+    size, total, _ = _page_terms(data, _FOLD, 4096, wanted, _TABLE_KEY, out, found)
+    assert (size, total, found.tolist()) == (need, 4, [2])
+    assert out.tobytes() == encode_counts(tokenize("spam eggs spam ham"))
 
 
 def test_page_terms_of_counts_too_large_for_16_bits() -> None:
