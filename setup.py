@@ -1,8 +1,10 @@
 """The one build step pyproject.toml cannot state in a stable form (setuptools calls its
-``ext-modules`` table experimental): the C walk of lexbor's tree, ``parsers/_walk.c``.
+``ext-modules`` table experimental): the C walk of lexbor's tree, ``parsers/_walk.c``, and
+the frontier's set of URL hashes, ``crawler/frontier/_seen.c``.
 
-Optional: where it does not compile (no C compiler), the install goes on and the parse
-workers walk the tree in Python, with the same results (``parsers/tree_walk.py``).
+Both optional: where they do not compile (no C compiler), the install goes on, the parse
+workers walk the tree in Python (``parsers/tree_walk.py``) and the frontier keeps its URL
+hashes in the Python class (``crawler/frontier/seen.py``), with the same results.
 """
 
 from setuptools import Extension, setup
@@ -15,6 +17,12 @@ setup(
             depends=["parsers/_resolve.h"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "crawler.frontier._seen",
+            ["crawler/frontier/_seen.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )
