@@ -468,30 +468,37 @@ def write_section(path: Path, key: str, body: str) -> None:
     path.write_text(text)
 
 
-_BUILD_C_WALK = """
+_INCLUDE_AND_SUFFIX = """
 import sysconfig
 print(sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX"))
 """
 
+EXTENSIONS = {
+    "parsers/_walk": ("parsers/_walk.c", "parsers/_resolve.c"),
+    "crawler/frontier/_seen": ("crawler/frontier/_seen.c",),
+}
+"""The C extensions setup.py lists (a module's path without its suffix -> its sources): a
+tree is built with those of them it has."""
 
-def build_c_walk(python: str, tree: Path) -> None:
-    """Compile ``tree``'s C walk in place (``parsers/_walk.c`` and the sources beside it
-    that setup.py names, those of them the tree has), as `pip install` would; a warning if
-    it does not build (that version then parses on the Python walk)."""
+
+def build_extensions(python: str, tree: Path) -> None:
+    """Compile ``tree``'s C extensions in place (``EXTENSIONS``, those of their sources the
+    tree has), as `pip install` would; a warning for one that does not build (that version
+    then runs on its Python form). Not through setup.py: a venv's setuptools may be older
+    than the one pip builds with, and refuse the project's metadata."""
     include, suffix = subprocess.run(
-        [python, "-c", _BUILD_C_WALK], capture_output=True, text=True, check=True
+        [python, "-c", _INCLUDE_AND_SUFFIX], capture_output=True, text=True, check=True
     ).stdout.split()
-    sources = [
-        str(p) for p in (tree / "parsers/_walk.c", tree / "parsers/_resolve.c") if p.exists()
-    ]
-    if not sources:
-        return
     compiler = os.environ.get("CC", "cc")
-    out = tree / "parsers" / f"_walk{suffix}"
-    cmd = [compiler, "-shared", "-fPIC", "-O2", f"-I{include}", *sources, "-o", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        print(f"[ours] WARNING: {tree}'s C walk did not build: {done.stderr.strip()[-300:]}")
+    for module, names in EXTENSIONS.items():
+        sources = [str(tree / name) for name in names if (tree / name).exists()]
+        if not sources:
+            continue
+        out = tree / f"{module}{suffix}"
+        cmd = [compiler, "-shared", "-fPIC", "-O2", f"-I{include}", *sources, "-o", str(out)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            print(f"[ours] WARNING: {out.name} did not build: {done.stderr.strip()[-300:]}")
 
 
 def prepare_ours(python: str, tree: Path | None = None) -> None:
@@ -502,9 +509,9 @@ def prepare_ours(python: str, tree: Path | None = None) -> None:
     otherwise compile its ~60 modules from source in every run where
     `PYTHONDONTWRITEBYTECODE` is set (~0.1 s a crawl), and the first run would also compile
     the kernels (~15 s); Scrapy's venv is installed, so compiled, already. ``tree``: another
-    checkout (``ab_bench``'s version A), prepared from its own directory, its C walk
-    (``parsers/_walk.c``) built there first as `pip install` builds it: without it that
-    version would parse on the Python walk."""
+    checkout (``ab_bench``'s version A), prepared from its own directory, its C extensions
+    (``parsers/_walk.c``...) built there first as `pip install` builds them: without them
+    that version would run on their Python forms."""
     env = repo_env()
     if tree is not None:  # its own modules, from its working directory
         env.pop("PYTHONPATH", None)
@@ -514,7 +521,7 @@ def prepare_ours(python: str, tree: Path | None = None) -> None:
         "import parsers.dataclass_cache as m, crawler.cli.crawl, crawler.cli.runner; m.save(True)"
     )
     if tree is not None:
-        build_c_walk(python, tree)
+        build_extensions(python, tree)
     steps = [
         [python, "-m", "compileall", "-q", *packages],
         [python, "-c", memo],
