@@ -1,4 +1,5 @@
 /* parsers._walk: a page's links and visible text, read from selectolax's lexbor tree in C.
+And the loop of a worker's memo of the links it offered (offer), which needs no tree.
 
 What parsers/html.py does in Python for every page (a CSS query, a LexborNode and an
 attribute dict for each link, the invisible elements removed before the text is read), done
@@ -969,6 +970,105 @@ text(PyObject *module, PyObject *owner)
     return result;
 }
 
+/* ---- offer(urls, depth, offered, again, most_again): a worker's memo of offered links ---- */
+
+/* The int at `key` in `dict`: 1 and *value; 0 where there is none; -1 with an exception. */
+static int
+dict_long(PyObject *dict, PyObject *key, long *value)
+{
+    PyObject *found = PyDict_GetItemWithError(dict, key); /* borrowed */
+    if (found == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    *value = PyLong_AsLong(found);
+    return *value == -1 && PyErr_Occurred() ? -1 : 1;
+}
+
+static int
+dict_set_long(PyObject *dict, PyObject *key, long value)
+{
+    PyObject *number = PyLong_FromLong(value);
+    int failed = number == NULL || PyDict_SetItem(dict, key, number) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : 0;
+}
+
+/* offer(urls, depth, offered, again, most_again): the tuple of urls (a sequence) this worker
+   offers the frontier, in order, as parsers.html.new_links and ranked_new_links decide:
+   one not in `offered` (hash(url) -> the smallest depth offered at) at `depth` or less is
+   offered and recorded at `depth`; else, with `again` (a dict: hash(url) -> the times
+   offered again; None: never), it is offered again while that count is below
+   `most_again`, which it then adds one to. */
+static PyObject *
+offer(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "offer takes 5 arguments");
+        return NULL;
+    }
+    PyObject *urls = args[0], *offered = args[2], *again = args[3];
+    long depth = PyLong_AsLong(args[1]), most_again = PyLong_AsLong(args[4]);
+    if ((depth == -1 || most_again == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyDict_Check(offered) || (again != Py_None && !PyDict_Check(again))) {
+        PyErr_SetString(PyExc_TypeError, "offer(urls, int, dict, dict | None, int)");
+        return NULL;
+    }
+    PyObject *items = PySequence_Fast(urls, "offer: urls must be a sequence");
+    if (items == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(items), kept = 0;
+    PyObject *fresh = PyTuple_New(count);
+    if (fresh == NULL) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *url = PySequence_Fast_GET_ITEM(items, i);
+        Py_hash_t hash = PyObject_Hash(url);
+        PyObject *key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
+        if (key == NULL) {
+            goto failed;
+        }
+        long previous = 0, times = 0;
+        int known = dict_long(offered, key, &previous), take = 0;
+        if (known < 0) {
+            Py_DECREF(key);
+            goto failed;
+        }
+        if (!known || depth < previous) {
+            take = dict_set_long(offered, key, depth) < 0 ? -1 : 1;
+        }
+        else if (again != Py_None) {
+            int counted = dict_long(again, key, &times);
+            take = counted < 0 ? -1 : times < most_again;
+            if (take == 1 && dict_set_long(again, key, times + 1) < 0) {
+                take = -1;
+            }
+        }
+        Py_DECREF(key);
+        if (take < 0) {
+            goto failed;
+        }
+        if (take) {
+            Py_INCREF(url);
+            PyTuple_SET_ITEM(fresh, kept++, url);
+        }
+    }
+    Py_DECREF(items);
+    if (_PyTuple_Resize(&fresh, kept) < 0) {
+        return NULL;
+    }
+    return fresh;
+failed:
+    /* Slots past `kept` are NULL, which a tuple's dealloc skips. */
+    Py_DECREF(items);
+    Py_DECREF(fresh);
+    return NULL;
+}
+
 /* bind(LexborNode): the type whose objects links() and text() read: selectolax's, of exactly
    the instance size of the layout above (a cheap first check of the selectolax release). */
 static PyObject *
@@ -1010,6 +1110,9 @@ static PyMethodDef methods[] = {
     {"next_anchor", (PyCFunction)(void (*)(void))next_anchor, METH_FASTCALL,
      "next_anchor(anchors, urls, start, offered, depth, found, hits, most_hits, needles) -> "
      "(i, text) | None: the next link from start whose anchor text a query's loop reads."},
+    {"offer", (PyCFunction)(void (*)(void))offer, METH_FASTCALL,
+     "offer(urls, depth, offered, again, most_again) -> tuple: the links a worker offers the "
+     "frontier, its memo of offered ones updated (parsers.html.new_links)."},
     {NULL, NULL, 0, NULL},
 };
 

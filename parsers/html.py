@@ -374,6 +374,9 @@ def new_links(page: Page, depth: int, offered: dict[int, int]) -> tuple[str, ...
     bounded: when full it is cleared, which only costs work."""
     if len(offered) >= _OFFERED_MAX:
         offered.clear()
+    walk = tree_walk.native
+    if walk is not None:
+        return walk.offer(page.followable, depth, offered, None, 0)  # type: ignore[no-any-return]
     fresh = []
     for url in page.followable:
         key = hash(url)
@@ -411,6 +414,11 @@ def ranked_new_links(page: Page, depth: int, memo: RankedMemo) -> tuple[str, ...
         offered.clear()
         again.clear()
     relevant = page_relevance(page.query_tf, page.token_length) >= REOFFER_MIN
+    walk = tree_walk.native
+    if walk is not None:  # the same loop in C
+        return walk.offer(  # type: ignore[no-any-return]
+            page.followable, depth, offered, again if relevant else None, REOFFER_MAX
+        )
     fresh = []
     for url in page.followable:
         key = hash(url)

@@ -5,7 +5,8 @@ Owns: the Python walk (``python_hrefs``, ``remove``, ``visible_text``) and wheth
 walk may run in this process (``native``). Python builds a ``LexborNode`` and an attribute
 dict for every link and removes the invisible elements before it reads the text; C reads
 lexbor's nodes, the links and the text in one pass (``resolved_links_text``: on a large page
-the second pass of two cost as much as the first), and changes nothing.
+the second pass of two cost as much as the first), and changes nothing. The same module
+runs a worker's memo of the links it offered (``offer``: ``parsers.html.new_links``).
 
 ``_walk.c`` reads lexbor's structs and selectolax's ``LexborNode`` object by their layout,
 which is no API. So it runs only where it was built (``pip install`` compiles it; without a
@@ -238,8 +239,8 @@ def walk_in_c(module: ModuleType, tree: LexborHTMLParser, most: int) -> Walked:
 
 
 def _load() -> ModuleType | None:
-    if _walk is None or os.environ.get(NO_C_WALK_ENV) or not hasattr(_walk, "next_anchor"):
-        return None  # not built, turned off, or built from an older source
+    if _walk is None or os.environ.get(NO_C_WALK_ENV) or not hasattr(_walk, "offer"):
+        return None  # not built, turned off, or built from an older source (its last function)
     if selectolax.__version__ not in CHECKED_SELECTOLAX or LexborNode.__basicsize__ != _NODE_SIZE:
         return None
     _walk.bind(LexborNode)

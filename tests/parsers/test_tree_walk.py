@@ -419,6 +419,69 @@ def test_next_anchor_refuses_what_it_cannot_read() -> None:
         native.next_anchor(*good[:8])
 
 
+def _python_offer(
+    urls: tuple[str, ...], depth: int, offered: dict[int, int], again: dict[int, int] | None,
+    most_again: int,
+) -> tuple[str, ...]:
+    """The loop of ``html.new_links`` (``again`` None) and ``html.ranked_new_links``."""
+    fresh = []
+    for url in urls:
+        key = hash(url)
+        previous = offered.get(key)
+        if previous is None or depth < previous:
+            offered[key] = depth
+        elif again is None:
+            continue
+        else:
+            times = again.get(key, 0)
+            if times >= most_again:
+                continue
+            again[key] = times + 1
+        fresh.append(url)
+    return tuple(fresh)
+
+
+_URL = st.sampled_from([f"http://e.com/{c}" for c in "abcdef"])
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(_URL, max_size=8).map(tuple), st.integers(0, 3),
+                          st.booleans()), max_size=12),
+       st.integers(0, 3))  # fmt: skip
+def test_offer_is_the_python_loop(
+    pages: list[tuple[tuple[str, ...], int, bool]], most_again: int
+) -> None:
+    """Page after page (repeats within one, several depths, relevant or not), the C loop
+    offers what the Python loop offers and leaves the same memos."""
+    assert native is not None
+    memos: list[tuple[dict[int, int], dict[int, int]]] = [({}, {}), ({}, {})]
+    for urls, depth, relevant in pages:
+        got = [
+            offer(urls, depth, offered, again if relevant else None, most_again)
+            for offer, (offered, again) in zip((native.offer, _python_offer), memos, strict=True)
+        ]
+        assert got[0] == got[1]
+        assert memos[0] == memos[1]
+
+
+@needs_c
+def test_offer_takes_any_sequence_and_refuses_wrong_types() -> None:
+    assert native is not None
+    offered: dict[int, int] = {}
+    assert native.offer(["http://e.com/a"] * 2, 1, offered, None, 0) == ("http://e.com/a",)
+    assert offered == {hash("http://e.com/a"): 1}
+    for bad in ((None, 1, {}, None, 0), ((), 1, [], None, 0), ((), 1, {}, [], 0),
+                ((), "1", {}, None, 0), ((["unhashable"],), 1, {}, None, 0)):  # fmt: skip
+        with pytest.raises(TypeError):
+            native.offer(*bad)
+    with pytest.raises(TypeError):
+        native.offer((), 1, {}, None)
+    bad_memo = {hash("http://e.com/a"): "one"}
+    with pytest.raises(TypeError):
+        native.offer(("http://e.com/a",), 1, bad_memo, None, 0)
+
+
 @needs_c
 def test_the_probes_meet_frames_and_template_content() -> None:
     """What ``_load`` compares includes a frameset's frame (a tag id no other probe page
