@@ -474,7 +474,7 @@ print(sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX"))
 """
 
 EXTENSIONS = {
-    "parsers/_walk": ("parsers/_walk.c", "parsers/_resolve.c"),
+    "parsers/_walk": ("parsers/_walk.c", "parsers/_resolve.c", "parsers/_scan.c"),
     "crawler/frontier/_seen": ("crawler/frontier/_seen.c",),
 }
 """The C extensions setup.py lists (a module's path without its suffix -> its sources): a

@@ -34,6 +34,7 @@ through the nodes around it, which this walk does not do (node_of refuses them).
 #include <string.h>
 
 #include "_resolve.h"
+#include "_scan.h"
 
 /* lexbor: dom/interfaces/{node,element,attr,character_data}.h and core/str.h */
 typedef struct {
@@ -174,6 +175,9 @@ typedef struct {
     Py_ssize_t count;
     Py_ssize_t budget; /* node visits left for anchor text */
     Py_ssize_t bytes;  /* text bytes left for anchor text */
+    /* Or, from a scan (no tree): each link's text span and node count, and the text. */
+    scan_link *links;
+    unsigned char *text;
 } Anchors;
 
 static void
@@ -181,6 +185,8 @@ anchors_dealloc(Anchors *self)
 {
     Py_XDECREF(self->parser);
     PyMem_Free(self->nodes);
+    free(self->links);
+    free(self->text);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -200,6 +206,29 @@ anchor_bytes(Anchors *self, Py_ssize_t i, char **out, size_t *length)
     if (i < 0 || i >= self->count) {
         PyErr_SetString(PyExc_IndexError, "no such link");
         return -1;
+    }
+    if (self->links != NULL) { /* a scan's: the same budgets, spent the same way */
+        const scan_link *link = &self->links[i];
+        if ((Py_ssize_t)link->visits > self->budget) {
+            self->budget = 0;
+            return 0;
+        }
+        self->budget -= (Py_ssize_t)link->visits;
+        if (link->text.size > (size_t)self->bytes) {
+            return 0;
+        }
+        self->bytes -= (Py_ssize_t)link->text.size;
+        char *copy = PyMem_Malloc(link->text.size ? link->text.size : 1);
+        if (copy == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (link->text.size) {
+            memcpy(copy, self->text + link->text.at, link->text.size);
+        }
+        *out = copy;
+        *length = link->text.size;
+        return 1;
     }
     lx_node *root = self->nodes[i];
     /* One pass to size the text, one to copy it: no text node is read twice. */
@@ -655,11 +684,19 @@ typedef struct {
    space, or invalid UTF-8) is decoded and stripped as a str, then joined as its UTF-8. The
    separators are ASCII, so an invalid sequence decodes as it would alone in its piece.
    Whitespace-only text nodes add nothing. 0, or -1 with an exception set. */
+static int text_piece(text_out *out, const lx_str *data, int is_text);
+
 static int
 text_node(text_out *out, lx_node *node)
 {
-    const lx_str *data = &((lx_character_data *)node)->data;
-    if (data->data == NULL || (node->type == NODE_TEXT && ascii_space_only(data))) {
+    return text_piece(out, &((lx_character_data *)node)->data, node->type == NODE_TEXT);
+}
+
+/* text_node's work on a node's data (`is_text`: a text node, not another character data). */
+static int
+text_piece(text_out *out, const lx_str *data, int is_text)
+{
+    if (data->data == NULL || (is_text && ascii_space_only(data))) {
         return 0;
     }
     const unsigned char *bytes = data->data;
@@ -775,6 +812,8 @@ walk_links(PyObject *owner, Py_ssize_t most, Py_ssize_t budget, Py_ssize_t bytes
     if (anchors != NULL) {
         anchors->parser = NULL;
         anchors->nodes = NULL;
+        anchors->links = NULL;
+        anchors->text = NULL;
         anchors->count = 0;
         anchors->budget = budget;
         anchors->bytes = bytes > 0 ? bytes : 0;
@@ -874,6 +913,25 @@ links(PyObject *module, PyObject *args)
     return walk_links(owner, most, budget, bytes, NULL, NULL, NULL, NULL);
 }
 
+/* The base a context names (its origin, directory and whole URL, concatenated: ASCII bytes,
+   as parsers.links.Resolver splits a plain normalised base): 0, or -1 with ValueError. */
+static int
+base_of(const char *context, Py_ssize_t context_size, Py_ssize_t origin_size,
+        Py_ssize_t directory_size, resolve_base *base)
+{
+    if (origin_size < 0 || directory_size < 0 || origin_size + directory_size > context_size) {
+        PyErr_SetString(PyExc_ValueError, "the sizes do not fit the context");
+        return -1;
+    }
+    const unsigned char *data = (const unsigned char *)context;
+    *base = (resolve_base){
+        data, (size_t)origin_size,
+        data + origin_size, (size_t)directory_size,
+        data + origin_size + directory_size, (size_t)(context_size - origin_size - directory_size),
+    };
+    return 0;
+}
+
 /* resolved_links(root, most, visits, text_bytes, context, origin_size, directory_size):
    (urls, fallbacks, rels, anchors); `context` the base's origin, directory and whole URL,
    concatenated (ASCII bytes, as parsers.links.Resolver splits a plain normalised base).
@@ -883,20 +941,14 @@ resolved(PyObject *owner, PyObject *text_owner, Py_ssize_t most, Py_ssize_t budg
          Py_ssize_t bytes, const char *context, Py_ssize_t context_size, Py_ssize_t origin_size,
          Py_ssize_t directory_size)
 {
-    if (origin_size < 0 || directory_size < 0 || origin_size + directory_size > context_size) {
-        PyErr_SetString(PyExc_ValueError, "resolved_links: the sizes do not fit the context");
+    resolve_base base;
+    if (base_of(context, context_size, origin_size, directory_size, &base) < 0) {
         return NULL;
     }
     lx_node *text_root = NULL;
     if (text_owner != NULL && (text_root = node_of(text_owner)) == NULL) {
         return NULL;
     }
-    const unsigned char *data = (const unsigned char *)context;
-    resolve_base base = {
-        data, (size_t)origin_size,
-        data + origin_size, (size_t)directory_size,
-        data + origin_size + directory_size, (size_t)(context_size - origin_size - directory_size),
-    };
     PyObject *fallbacks = PyList_New(0);
     if (fallbacks == NULL) {
         return NULL;
@@ -1069,6 +1121,178 @@ failed:
     return NULL;
 }
 
+/* ---- scan(html, most, visits, text_bytes): the same, from lexbor's tokens (parsers/_scan.c) ---- */
+
+static PyObject *
+span_str(const scan_bytes *bytes, scan_span span)
+{
+    if (span.size == SCAN_NONE) {
+        Py_RETURN_NONE;
+    }
+    return PyUnicode_DecodeUTF8((const char *)bytes->data + span.at, (Py_ssize_t)span.size,
+                                "replace");
+}
+
+/* bind_scan(path): find lexbor's tokenizer in selectolax's module at `path`; whether found. */
+static PyObject *
+bind_scan(PyObject *module, PyObject *arg)
+{
+    PyObject *encoded;
+    if (!PyUnicode_FSConverter(arg, &encoded)) {
+        return NULL;
+    }
+    int found = scan_bind(PyBytes_AS_STRING(encoded)) == 0;
+    Py_DECREF(encoded);
+    return PyBool_FromLong(found);
+}
+
+/* scan(html, most, visits, text_bytes) -> None, or (hrefs, rels, anchors, text, head): what
+   links() and text() read from the tree of `html` (UTF-8 bytes), the hrefs unresolved (see
+   resolve_hrefs), and head = (title, base href, meta robots, canonical href, lang), each
+   None where the document has none; None where the tree must be built (parsers/_scan.c). */
+static PyObject *
+scan(PyObject *module, PyObject *args)
+{
+    Py_buffer html;
+    Py_ssize_t most, budget, bytes;
+    if (!PyArg_ParseTuple(args, "y*nnn", &html, &most, &budget, &bytes)) {
+        return NULL;
+    }
+    scan_result found;
+    int status = scan_document(html.buf, (size_t)html.len, most > 0 ? (size_t)most : 0, &found);
+    PyBuffer_Release(&html);
+    if (status <= 0) {
+        if (status < 0) {
+            return PyErr_NoMemory();
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *hrefs = PyList_New((Py_ssize_t)found.link_count), *rels = PyList_New(0);
+    PyObject *head = NULL, *visible = NULL;
+    Anchors *anchors = PyObject_New(Anchors, &AnchorsType);
+    if (anchors != NULL) {
+        anchors->parser = NULL;
+        anchors->nodes = NULL;
+        anchors->links = found.links;
+        anchors->text = found.text.data;
+        anchors->count = (Py_ssize_t)found.link_count;
+        anchors->budget = budget;
+        anchors->bytes = bytes > 0 ? bytes : 0;
+        found.links = NULL; /* the anchors' now */
+    }
+    if (hrefs == NULL || rels == NULL || anchors == NULL) {
+        goto failed;
+    }
+    const scan_link *links = anchors->links;
+    for (size_t i = 0; i < found.link_count; i++) {
+        PyObject *href = span_str(&found.strings, links[i].href);
+        if (href == NULL) {
+            goto failed;
+        }
+        PyList_SET_ITEM(hrefs, (Py_ssize_t)i, href);
+        if (links[i].rel.size != SCAN_NONE) {
+            PyObject *pair = Py_BuildValue("(nN)", (Py_ssize_t)i,
+                                           span_str(&found.strings, links[i].rel));
+            if (pair == NULL || PyList_Append(rels, pair) < 0) {
+                Py_XDECREF(pair);
+                goto failed;
+            }
+            Py_DECREF(pair);
+        }
+    }
+    text_out out = {{NULL, 0, 0}, 0};
+    for (size_t k = 0; k < found.piece_count; k++) {
+        const scan_piece *piece = &found.pieces[k];
+        if (!piece->visible) {
+            continue;
+        }
+        lx_str data = {found.text.data + piece->span.at, piece->span.size};
+        if (text_piece(&out, &data, 1) < 0) {
+            PyMem_Free(out.bytes.data);
+            goto failed;
+        }
+    }
+    visible = finish_text(&out);
+    PyMem_Free(out.bytes.data);
+    if (visible == NULL) {
+        goto failed;
+    }
+    scan_bytes text = {anchors->text, found.text.size, found.text.capacity};
+    head = Py_BuildValue("(NNNNN)", span_str(&text, found.title), span_str(&found.strings, found.base),
+                         span_str(&found.strings, found.robots),
+                         span_str(&found.strings, found.canonical),
+                         span_str(&found.strings, found.lang));
+    if (head == NULL) {
+        goto failed;
+    }
+    found.text.data = NULL; /* the anchors' */
+    scan_result_free(&found);
+    return Py_BuildValue("(NNNNN)", hrefs, rels, (PyObject *)anchors, visible, head);
+
+failed:
+    if (anchors != NULL) {
+        found.text.data = NULL; /* freed with the anchors */
+    }
+    scan_result_free(&found);
+    Py_XDECREF(hrefs);
+    Py_XDECREF(rels);
+    Py_XDECREF((PyObject *)anchors);
+    Py_XDECREF(visible);
+    Py_XDECREF(head);
+    return NULL;
+}
+
+/* resolve_hrefs(hrefs, context, origin_size, directory_size) -> (urls, fallbacks): each href
+   (a str) resolved as resolved_links() resolves the hrefs it finds. */
+static PyObject *
+resolve_hrefs(PyObject *module, PyObject *args)
+{
+    PyObject *hrefs;
+    const char *context;
+    Py_ssize_t context_size, origin_size, directory_size;
+    if (!PyArg_ParseTuple(args, "O!y#nn", &PyList_Type, &hrefs, &context, &context_size,
+                          &origin_size, &directory_size)) {
+        return NULL;
+    }
+    resolve_base base;
+    if (base_of(context, context_size, origin_size, directory_size, &base) < 0) {
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(hrefs);
+    PyObject *urls = PyList_New(count), *fallbacks = PyList_New(0);
+    scratch room = {NULL, 0, NULL, 0};
+    if (urls == NULL || fallbacks == NULL) {
+        goto failed;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *href = PyList_GET_ITEM(hrefs, i);
+        Py_ssize_t size;
+        const char *utf8 = PyUnicode_Check(href) ? PyUnicode_AsUTF8AndSize(href, &size) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "resolve_hrefs: hrefs must be str");
+            }
+            goto failed;
+        }
+        lx_str value = {(unsigned char *)utf8, (size_t)size};
+        PyObject *url = link_entry(&value, &base, &room, i, fallbacks);
+        if (url == NULL) {
+            goto failed;
+        }
+        PyList_SET_ITEM(urls, i, url);
+    }
+    PyMem_Free(room.out);
+    PyMem_Free(room.stack);
+    return Py_BuildValue("(NN)", urls, fallbacks);
+
+failed:
+    PyMem_Free(room.out);
+    PyMem_Free(room.stack);
+    Py_XDECREF(urls);
+    Py_XDECREF(fallbacks);
+    return NULL;
+}
+
 /* bind(LexborNode): the type whose objects links() and text() read: selectolax's, of exactly
    the instance size of the layout above (a cheap first check of the selectolax release). */
 static PyObject *
@@ -1110,6 +1334,13 @@ static PyMethodDef methods[] = {
     {"next_anchor", (PyCFunction)(void (*)(void))next_anchor, METH_FASTCALL,
      "next_anchor(anchors, urls, start, offered, depth, found, hits, most_hits, needles) -> "
      "(i, text) | None: the next link from start whose anchor text a query's loop reads."},
+    {"bind_scan", bind_scan, METH_O,
+     "bind_scan(path): find lexbor's tokenizer in selectolax's module; whether found."},
+    {"scan", scan, METH_VARARGS,
+     "scan(html, most, visits, text_bytes) -> (hrefs, rels, anchors, text, head) | None: "
+     "what the tree would give, from lexbor's tokens alone; None: build the tree."},
+    {"resolve_hrefs", resolve_hrefs, METH_VARARGS,
+     "resolve_hrefs(hrefs, context, origin_size, directory_size) -> (urls, fallbacks)."},
     {"offer", (PyCFunction)(void (*)(void))offer, METH_FASTCALL,
      "offer(urls, depth, offered, again, most_again) -> tuple: the links a worker offers the "
      "frontier, its memo of offered ones updated (parsers.html.new_links)."},

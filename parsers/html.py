@@ -20,18 +20,18 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from parsers import tree_walk
+from parsers import page_scan, tree_walk
 from parsers.anchor_hits import anchor_hits
 from parsers.encodings import ASCII_COMPATIBLE, bom_encoding, decode, from_python, get_encoding
 from parsers.links import Resolver, resolve_url
+from parsers.offered import RankedMemo, new_links, ranked_new_links
 from parsers.page import Page, ParseFailure, ParseJob, content_hash
-from parsers.priority import REOFFER_MAX, REOFFER_MIN, page_relevance
 from parsers.tree_walk import (
     ANCHOR_TEXT_BYTES,
     ANCHOR_TEXT_VISITS,
@@ -107,15 +107,21 @@ def _robots_flags(*directives: str) -> tuple[bool, bool]:
 
 
 def _document(job: ParseJob) -> LexborHTMLParser:
-    """The body parsed: as bytes where lexbor reads them as the chosen encoding would (UTF-8,
-    less its BOM; or only ASCII, in an encoding that is ASCII there), else decoded first."""
+    """The body parsed (``_markup``)."""
+    return LexborHTMLParser(_markup(job))
+
+
+def _markup(job: ParseJob) -> bytes | str:
+    """What lexbor is given: the body as bytes where lexbor reads them as the chosen encoding
+    would (UTF-8, less its BOM; or only ASCII, in an encoding that is ASCII there), else
+    decoded first."""
     body = job.body
     encoding = choose_charset(job.charset, body, detect=True)
     if encoding == "utf-8":
-        return LexborHTMLParser(body[3:] if body.startswith(codecs.BOM_UTF8) else body)
+        return body[3:] if body.startswith(codecs.BOM_UTF8) else body
     if encoding in ASCII_COMPATIBLE and body.isascii():
-        return LexborHTMLParser(body)
-    return LexborHTMLParser(decode(body, encoding))
+        return body
+    return decode(body, encoding)
 
 
 def _detect(body: bytes) -> str:
@@ -197,6 +203,22 @@ def _links(
     # query): the links deduplicated in C (an href that resolves to nothing is None).
     if urls is None:
         urls = (resolve or _kernels()[0])(resolver, hrefs)
+    return (*_kept(urls, rels, max_links, terms, offered, depth, walk, anchors, text_of), visible)
+
+
+def _kept(
+    urls: list[str | None],
+    rels: list[tuple[int, str]],
+    max_links: int,
+    terms: frozenset[str],
+    offered: dict[int, int] | None,
+    depth: int,
+    walk: ModuleType | None,
+    anchors: Any,
+    text_of: Callable[[int], str],
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int] | None]:
+    """``_links``' results from the resolved hrefs (the first ``max_links`` distinct URLs,
+    those marked nofollow, the query's anchor hits), however the hrefs were read."""
     found = dict.fromkeys(filter(None, urls))
     if len(found) > max_links:
         found = dict.fromkeys(tuple(found)[: max(max_links, 0)])
@@ -208,7 +230,7 @@ def _links(
     hits = (
         anchor_hits(walk, anchors, text_of, urls, terms, offered, depth, found) if terms else None
     )
-    return tuple(found), tuple(nofollow), hits, visible
+    return tuple(found), tuple(nofollow), hits
 
 
 @dataclass(slots=True)
@@ -304,32 +326,37 @@ def parse_document(
     """``parse_page`` but for the terms of the text (``tokens``, ``simhash``,
     ``token_length``, ``query_tf``: left empty). With ``resolve=resolve_each`` it needs no
     numba: what the crawl process runs while no parse worker is up yet."""
-    tree = _document(job)
-    extracted, extract_error = _run_extract(tree, job.final_url) if _extract else (None, None)
-    head = _head(tree)
+    markup = _markup(job)
+    most = HREFS_PER_LINK * max(job.max_links, 0)
+    # Read from the tokens alone where the tree would mirror them (page_scan): no tree to
+    # build, walk and free. Never with the extract hook, which is given the tree.
+    scanned = page_scan.scan(markup, most) if _extract is None else None
+    tree = LexborHTMLParser(markup) if scanned is None else None
+    extracted, extract_error = (None, None)
+    if tree is not None and _extract is not None:
+        extracted, extract_error = _run_extract(tree, job.final_url)
+    head: _Head | page_scan.Head = _head(tree) if tree is not None else scanned.head  # type: ignore[union-attr]
     base = job.final_url
     if head.base is not None:
         base = resolve_url(job.final_url, head.base) or job.final_url
     title, meta_robots = head.title, head.meta_robots
     noindex, nofollow = _robots_flags(meta_robots, job.x_robots_tag)
     canonical = resolve_url(base, head.canonical) if head.canonical else None
-    html = tree.root  # the document element: <html> (a CSS query for it walks the tree)
-    lang = None
-    if html is not None and html.tag == "html":
-        lang = (html.attributes.get("lang") or "").strip() or None
-    # A tree the extract hook may have changed is walked in Python: the C walk reads the
-    # nodes that parsing makes, and an attribute set through selectolax on an svg or math
-    # element is stored as parsing never stores one.
-    walk = tree_walk.native if _extract is None else None
-    invisible: list[LexborNode] | None = [] if walk is None else None
-    links, nofollow_links, anchor_hits, text = _links(
-        tree, base, job.max_links, frozenset(job.query_terms), offered, job.depth + 1, invisible,
-        resolve, walk, tree_walk.text_root(tree) if walk is not None else None,
-    )  # fmt: skip
-    if invisible:
-        remove(invisible)
-    if text is None:
-        text = visible_text(tree, walk)
+    terms = frozenset(job.query_terms)
+    if scanned is not None:
+        lang, walk = scanned.lang, tree_walk.native
+        urls = page_scan.resolve(Resolver(base), scanned.hrefs, resolve or _kernels()[0])
+        anchors = scanned.anchors
+        links, nofollow_links, anchor_hits = _kept(
+            urls, scanned.rels, job.max_links, terms, offered, job.depth + 1, walk, anchors,
+            anchors.text,
+        )  # fmt: skip
+        text = scanned.text
+    else:
+        assert tree is not None
+        lang, links, nofollow_links, anchor_hits, text = _from_tree(
+            tree, base, job, terms, offered, resolve
+        )
     if noindex:
         text = ""
     return Page(
@@ -355,6 +382,35 @@ def parse_document(
     )
 
 
+def _from_tree(
+    tree: LexborHTMLParser,
+    base: str,
+    job: ParseJob,
+    terms: frozenset[str],
+    offered: dict[int, int] | None,
+    resolve: Callable[[Resolver, list[str]], list[str | None]] | None,
+) -> tuple[str | None, tuple[str, ...], tuple[str, ...], dict[str, int] | None, str]:
+    """``<html lang>``, ``_links``' results and the visible text, read from the tree."""
+    html = tree.root  # the document element: <html> (a CSS query for it walks the tree)
+    lang = None
+    if html is not None and html.tag == "html":
+        lang = (html.attributes.get("lang") or "").strip() or None
+    # A tree the extract hook may have changed is walked in Python: the C walk reads the
+    # nodes that parsing makes, and an attribute set through selectolax on an svg or math
+    # element is stored as parsing never stores one.
+    walk = tree_walk.native if _extract is None else None
+    invisible: list[LexborNode] | None = [] if walk is None else None
+    links, nofollow_links, anchor_hits, text = _links(
+        tree, base, job.max_links, terms, offered, job.depth + 1, invisible, resolve, walk,
+        tree_walk.text_root(tree) if walk is not None else None,
+    )  # fmt: skip
+    if invisible:
+        remove(invisible)
+    if text is None:
+        text = visible_text(tree, walk)
+    return lang, links, nofollow_links, anchor_hits, text
+
+
 def resolve_each(resolver: Resolver, hrefs: list[str]) -> list[str | None]:
     """``parsers.hrefs.resolve_all`` without numba: each href in Python (slower; the tests
     hold the two equal)."""
@@ -362,78 +418,12 @@ def resolve_each(resolver: Resolver, hrefs: list[str]) -> list[str | None]:
     return [resolve(href.strip()) for href in hrefs]
 
 
-_OFFERED_MAX = 30_000
 _offered: dict[int, int] = {}
 """``hash()`` of the links this worker process offered to the frontier, with the smallest
 depth offered at (hashes, not strings: half the memory)."""
 
-
-def new_links(page: Page, depth: int, offered: dict[int, int]) -> tuple[str, ...]:
-    """The followable links of ``page`` not in the memo ``offered`` at ``depth`` or less
-    (see ``Page.follow``, and ``_links`` for the memo), which now holds them. The memo is
-    bounded: when full it is cleared, which only costs work."""
-    if len(offered) >= _OFFERED_MAX:
-        offered.clear()
-    walk = tree_walk.native
-    if walk is not None:
-        return walk.offer(page.followable, depth, offered, None, 0)  # type: ignore[no-any-return]
-    fresh = []
-    for url in page.followable:
-        key = hash(url)
-        previous = offered.get(key)
-        if previous is None or depth < previous:
-            offered[key] = depth
-            fresh.append(url)
-    return tuple(fresh)
-
-
-@dataclass(slots=True)
-class RankedMemo:
-    """With a query, what a process offered the frontier: ``depth``, ``hash()`` of each link
-    -> the smallest depth offered at (``_links``'s memo: their anchors are not read again);
-    ``again``, -> the times offered again since. Bounded: cleared when full, which only costs
-    work."""
-
-    depth: dict[int, int] = field(default_factory=dict)
-    again: dict[int, int] = field(default_factory=dict)
-
-
 _ranked = RankedMemo()
 """This worker process's memo for the pages of crawls with a query."""
-
-
-def ranked_new_links(page: Page, depth: int, memo: RankedMemo) -> tuple[str, ...]:
-    """``new_links`` for a crawl with a query: also, from a page whose relevance reaches
-    ``parsers.priority.REOFFER_MIN``, the links offered before, up to ``REOFFER_MAX`` times
-    a link: the frontier adds the page's evidence to their priority. Their anchor text is
-    not read again (``_links`` with ``memo.depth``: reading every anchor cost a focused
-    crawl 9 % of its speed), so their evidence is the page's relevance; the first offer's
-    has the anchor's too."""
-    offered, again = memo.depth, memo.again
-    if len(offered) >= _OFFERED_MAX:
-        offered.clear()
-        again.clear()
-    relevant = page_relevance(page.query_tf, page.token_length) >= REOFFER_MIN
-    walk = tree_walk.native
-    if walk is not None:  # the same loop in C
-        return walk.offer(  # type: ignore[no-any-return]
-            page.followable, depth, offered, again if relevant else None, REOFFER_MAX
-        )
-    fresh = []
-    for url in page.followable:
-        key = hash(url)
-        previous = offered.get(key)
-        if previous is None or depth < previous:
-            offered[key] = depth
-        elif not relevant:
-            continue
-        else:
-            times = again.get(key, 0)
-            if times >= REOFFER_MAX:
-                continue
-            again[key] = times + 1
-        fresh.append(url)
-    return tuple(fresh)
 
 
 def parse_batch(jobs: list[ParseJob]) -> list[Page | ParseFailure]:

@@ -354,9 +354,9 @@ def _page_terms(data, fold, max_tokens, query, key, out, tf):
     (as long as ``query``). Returns (the blob's size, total tokens, SimHash), or (-size, 0,
     0) where ``out`` is shorter than the blob, which is then not written.
 
-    Why: a compiled module boxes each array it returns into a new numpy array at ~2.5 us
-    (it unpickles the array's type every call), three for ``_terms``; and the caller then
-    copied the arrays into the blob in Python. Here only integers come back."""
+    Why: a compiled module boxes each array it returns into a new numpy array, unpickling
+    the array's type at every call (three for ``_terms``), and the caller then copied the
+    arrays into the blob in Python. Here only integers come back."""
     hashes = _token_hashes(data, fold)
     ids, counts, top, found = _bag(hashes, query, key)
     simhash = _shingle_simhash(hashes, max_tokens) if max_tokens > 0 else np.uint64(0)

@@ -6,7 +6,7 @@ walk may run in this process (``native``). Python builds a ``LexborNode`` and an
 dict for every link and removes the invisible elements before it reads the text; C reads
 lexbor's nodes, the links and the text in one pass (``resolved_links_text``: on a large page
 the second pass of two cost as much as the first), and changes nothing. The same module
-runs a worker's memo of the links it offered (``offer``: ``parsers.html.new_links``).
+runs a worker's memo of the links it offered (``offer``: ``parsers.offered``).
 
 ``_walk.c`` reads lexbor's structs and selectolax's ``LexborNode`` object by their layout,
 which is no API. So it runs only where it was built (``pip install`` compiles it; without a
@@ -36,7 +36,8 @@ except ImportError:  # not built: no C compiler where it was installed
 NO_C_WALK_ENV = "CRAWL_NO_C_WALK"
 CHECKED_SELECTOLAX = frozenset({"1.0.2"})
 """selectolax releases whose lexbor structs and ``LexborNode`` are the layout ``_walk.c``
-reads (from each release's sources: ``lexbor/source/lexbor/dom/interfaces/*.h``,
+reads, and whose token structs ``_scan.c`` reads (from each release's sources:
+``lexbor/source/lexbor/dom/interfaces/*.h``, ``lexbor/source/lexbor/html/token*.h``,
 ``selectolax/lexbor.pxd``)."""
 _NODE_SIZE = 48
 """``LexborNode.__basicsize__`` in those releases: the node pointer, the parser and two ints."""

@@ -420,10 +420,13 @@ def test_next_anchor_refuses_what_it_cannot_read() -> None:
 
 
 def _python_offer(
-    urls: tuple[str, ...], depth: int, offered: dict[int, int], again: dict[int, int] | None,
+    urls: tuple[str, ...],
+    depth: int,
+    offered: dict[int, int],
+    again: dict[int, int] | None,
     most_again: int,
 ) -> tuple[str, ...]:
-    """The loop of ``html.new_links`` (``again`` None) and ``html.ranked_new_links``."""
+    """The loop of ``parsers.offered.new_links`` (``again`` None) and ``ranked_new_links``."""
     fresh = []
     for url in urls:
         key = hash(url)
