@@ -18,6 +18,7 @@ import calendar as calendar_module
 import contextlib
 import gzip
 import itertools
+import os
 import random
 import sqlite3
 import subprocess
@@ -33,6 +34,7 @@ from aiohttp import web
 import crawler
 from crawler import CrawlReport, Settings
 from crawler.policy.traps import MAX_QUERY_SHAPES
+from parsers import page_scan
 from tests.e2e.test_hardening import BASE, RawServer
 from tests.proc import child_env
 from tests.sites import Handler, SiteServer, html_handler
@@ -387,9 +389,10 @@ def test_a_sitemap_nested_millions_deep_is_cut_short(db_path: str) -> None:
 
 
 def serve_a_slow_parse(site: SiteServer) -> None:
-    """``/`` links to ``/nested`` (80,000 nested elements: lexbor is quadratic in nesting,
-    and its one link ``/never`` is never reached) and to 20 fine pages."""
-    nested = b"<html><body>" + b"<div>" * 80_000 + b'<a href="/never">x</a>'
+    """``/`` links to ``/nested`` (80,000 nested elements: lexbor's tree builder is quadratic
+    in nesting; a ``<template>`` at the end makes the scan of the tokens give up and build
+    the tree, and its one link ``/never`` is never reached) and to 20 fine pages."""
+    nested = b"<html><body>" + b"<div>" * 80_000 + b'<template></template><a href="/never">x</a>'
     site.routes = {
         "/robots.txt": NO_ROBOTS,
         "/": html_handler(anchors("/nested", *(f"/p{i}" for i in range(20)))),
@@ -411,6 +414,26 @@ def test_a_page_the_parser_takes_long_on_is_abandoned(db_path: str) -> None:
     assert titles == [(20,)]
     assert "/never" not in site.paths()
     assert report.status == "finished" and report.elapsed_s < 15
+
+
+@pytest.mark.skipif(
+    not page_scan.scans and not os.environ.get("CI"), reason="the scan does not run here"
+)
+def test_deep_nesting_that_needs_no_tree_is_parsed_in_time(db_path: str) -> None:
+    """The same 80,000 nested elements with nothing the scan of the tokens gives up on: the
+    page is read without building lexbor's tree, in time, and its link followed."""
+    with SiteServer() as site:
+        nested = b"<html><body>" + b"<div>" * 80_000 + b'<a href="/deep">x</a>'
+        site.routes = {
+            "/robots.txt": NO_ROBOTS,
+            "/": html_handler(anchors("/nested")),
+            "/nested": typed(nested, "text/html"),
+        }
+        site.fallback = html_handler("<title>deep</title><p>reached</p>")
+        report = crawl([site.url + "/"], db_path, parse_timeout=1.0, max_time=20.0)
+    assert rows(db_path, "SELECT url, error FROM pages WHERE error IS NOT NULL") == []
+    assert "/deep" in site.paths()
+    assert report.status == "finished"
 
 
 def test_the_crawl_command_abandons_a_slow_parse_after_its_fork_server_ended(
