@@ -144,7 +144,9 @@ def enqueue(db: str) -> None:
     if b"\n" in line[:-1]:
         return  # a name with a newline in it
     path = _lock_path("queue")
-    for _ in range(8):  # a reader takes the file at most once per warmer's pass
+    # A reader may take the file between this open and the lock, and again at each try: a
+    # warmer takes it once a pass, but readers in a tight loop (the tests') beat eight tries.
+    for _ in range(64):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError:
