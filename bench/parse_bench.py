@@ -14,7 +14,8 @@ generated under bench/work/ if missing) and of the Python HTML docs where instal
 
 --repo times another checkout's ``parsers`` (for A/B: run this with --repo A, --repo B,
 alternately, a few times each). --stages also splits a page's cost into the steps of
-``parsers.html.parse_page`` (with the query): where a worker's time goes.
+``parsers.html.parse_page`` (with the query): where a worker's time goes, for the tree's
+steps and, where the scan of lexbor's tokens runs (``parsers.page_scan``), for its steps.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def main() -> None:
             print(f"| {name} | {len(jobs)} | {size:.1f} | {query or '-'} | "
                   f"{min(times):.0f} ({statistics.median(times):.0f}) |")  # fmt: skip
         if args.stages:
-            stages[name] = stage_times(html, jobs, args.rounds)
+            stages[f"{name}, the tree's steps"] = stage_times(html, jobs, args.rounds)
+            if getattr(getattr(html, "page_scan", None), "scans", False):
+                stages[f"{name}, the scan's steps"] = scan_stage_times(html, jobs, args.rounds)
     for name, times in stages.items():
         print(f"\n{name}, with the query: us/page by step, min of {args.rounds} rounds\n")
         print("| " + " | ".join(times) + " | sum |")
@@ -149,6 +152,48 @@ def stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
 
 
 STAGES = ("lexbor parse", "head", "links", "visible text", "tokens + SimHash", "hash + links JSON")
+
+
+def scan_stage_times(html: Any, jobs: list[Any], rounds: int) -> dict[str, float]:
+    """``stage_times`` for the pages read from lexbor's tokens (``parsers.page_scan``, which
+    ``parse_document`` tries first): the scan itself (links, text, head in one pass, no
+    tree), the links resolved and kept, the terms, the hash and JSON; us a page over the
+    pages the scan reads (min over ``rounds``)."""
+    from parsers.links import Resolver, resolve_url
+    from parsers.native import page_terms, resolve_all
+    from parsers.page import content_hash
+
+    steps = ("scan (no tree)", "links", "tokens + SimHash", "hash + links JSON")
+    best: dict[str, float] = {}
+    read = 0
+    for _ in range(rounds):
+        html._offered.clear()
+        spent = dict.fromkeys(steps, 0.0)
+        read = 0
+        for job in jobs:
+            t0 = time.perf_counter()
+            scanned = html.page_scan.scan(html._markup(job), 4 * job.max_links)
+            t1 = time.perf_counter()
+            if scanned is None:
+                continue
+            read += 1
+            base = resolve_url(job.final_url, scanned.head.base) if scanned.head.base else None
+            resolver = Resolver(base or job.final_url)
+            urls = html.page_scan.resolve(resolver, scanned.hrefs, resolve_all)
+            links, _, _ = html._kept(urls, scanned.rels, job.max_links, frozenset(job.query_terms),
+                                     html._offered, 1, html.tree_walk.native, scanned.anchors,
+                                     scanned.anchors.text)  # fmt: skip
+            t2 = time.perf_counter()
+            page_terms(scanned.text, job.query_ids)
+            t3 = time.perf_counter()
+            content_hash(job.body)
+            html.links_json(links)
+            t4 = time.perf_counter()
+            for step, spent_s in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                spent[step] += spent_s
+        for step, total in spent.items():
+            best[step] = min(best.get(step, total), total)
+    return {step: total / max(read, 1) * 1e6 for step, total in best.items()}
 
 
 if __name__ == "__main__":
