@@ -190,6 +190,9 @@ typedef struct {
     size_t depth, stack_capacity;
     size_t open_a, open_p, open_form, open_button, open_tables, hidden, svg;
     uintptr_t head_raw; /* the raw text element open in the head (script, style, title...) */
+    int head_noscript;  /* a <noscript> open in the head ("in head noscript", no scripting) */
+    size_t template_depth; /* <template>s open: their content is a fragment, not the tree's */
+    size_t template_svg;   /* <svg>s open in that content (no raw text in them) */
     int title_seen, title_open, base_seen, robots_seen, canonical_seen;
     int skip_newline;   /* the token after <pre>, <listing>, <textarea>: a first LF is dropped */
     int piece_open;     /* the last node inserted is a text node: the next text joins it */
@@ -371,6 +374,8 @@ pop(scan_state *s)
     boundary(s);
 }
 
+static void template_start(scan_state *s);
+
 /* ---- which elements are which (the HTML standard, 13.2.6.4.7 "in body") ---- */
 
 static int
@@ -418,7 +423,7 @@ static int
 not_followed(uintptr_t tag)
 {
     switch (tag) {
-    case T_HTML: case T_BODY: case T_HEAD: case T_FRAMESET: case T_FRAME: case T_TEMPLATE:
+    case T_HTML: case T_BODY: case T_HEAD: case T_FRAMESET: case T_FRAME:
     case T_CAPTION: case T_COL: case T_COLGROUP: case T_TBODY: case T_TD: case T_TFOOT:
     case T_TH: case T_THEAD: case T_TR: case T_IMAGE: case T_ISINDEX: case T_PLAINTEXT:
     case T_NOBR: case T_SELECT: case T_MATH: case T_APPLET: case T_MARQUEE: case T_OBJECT:
@@ -773,6 +778,10 @@ body_start(scan_state *s, const lx_token *token)
         }
         return;
     }
+    if (tag == T_TEMPLATE) { /* by the "in head" rules, in a table too */
+        template_start(s);
+        return;
+    }
     if ((is_section(tag) || tag == T_TR || is_cell(tag)) && s->open_tables) {
         if (!table_part(s, tag)) {
             stop(s, 0);
@@ -997,6 +1006,10 @@ text_token(scan_state *s, const lx_token *token)
             }
             return;
         }
+        if (s->head_noscript && !all_space(data, size)) {
+            stop(s, 0); /* (it would end the noscript, then the head) */
+            return;
+        }
         /* fall through: whitespace stays in the head, the rest makes the body */
     case BEFORE_HEAD:
     case AFTER_HEAD:
@@ -1031,6 +1044,11 @@ static void
 head_start(scan_state *s, const lx_token *token)
 {
     uintptr_t tag = token->tag_id;
+    if (s->head_noscript && tag != T_BASEFONT && tag != T_BGSOUND && tag != T_LINK &&
+        tag != T_META && tag != T_STYLE && tag != T_NOFRAMES) {
+        stop(s, 0); /* what "in head noscript" allows, the rest ends it: not followed */
+        return;
+    }
     switch (tag) {
     case T_BASE: case T_BASEFONT: case T_BGSOUND: case T_LINK: case T_META:
         head_element(s, token);
@@ -1045,12 +1063,80 @@ head_start(scan_state *s, const lx_token *token)
         s->head_raw = tag;
         tkz_state_by_tag(tokenizer, 0, tag, NS_HTML);
         return;
-    case T_HTML: case T_HEAD: case T_NOSCRIPT: case T_TEMPLATE:
+    case T_NOSCRIPT:
+        s->head_noscript = 1; /* its links and metas are the head's (scripting is off) */
+        return;
+    case T_TEMPLATE:
+        template_start(s);
+        return;
+    case T_HTML: case T_HEAD:
         stop(s, 0);
         return;
     default: /* </head> implied: after the head, a body implied for this tag */
         s->mode = AFTER_HEAD;
         return;
+    }
+}
+
+/* A <template> start tag, in the head or the body: the element is a node of the tree, and
+   what follows up to its end tag goes into its content, a fragment no walk reads. */
+static void
+template_start(scan_state *s)
+{
+    if (s->mode == IN_BODY) {
+        boundary(s);
+        count_node(s);
+    }
+    s->template_depth = 1;
+}
+
+/* A token of template content: only what the tokenizer's state and the template's end
+   depend on is followed (raw text elements, nested templates). Foreign content in it
+   (whose raw text is not raw) and <plaintext> are not followed. */
+static void
+template_content(scan_state *s, const lx_token *token)
+{
+    uintptr_t tag = token->tag_id;
+    if (tag == T__TEXT || tag == T__COMMENT || tag == T__DOCTYPE || tag < T_A) {
+        return;
+    }
+    if (token->type & TOKEN_CLOSE) {
+        if (tag == T_TEMPLATE) {
+            s->template_svg = 0; /* (the end tag closes what is open in the template) */
+            if (--s->template_depth == 0) {
+                boundary(s); /* the template element ends */
+            }
+        }
+        else if (tag == T_SVG && s->template_svg) {
+            s->template_svg--;
+        }
+        return;
+    }
+    if (s->template_svg) { /* SVG: its elements are not raw text; HTML in it is not followed */
+        if (svg_not_followed(tag) && tag != T_A) {
+            stop(s, 0);
+        }
+        else if (tag == T_SVG && !(token->type & TOKEN_CLOSE_SELF)) {
+            s->template_svg++;
+        }
+        return;
+    }
+    switch (tag) {
+    case T_TEMPLATE:
+        s->template_depth++;
+        break;
+    case T_SVG:
+        s->template_svg += !(token->type & TOKEN_CLOSE_SELF);
+        break;
+    case T_MATH: case T_PLAINTEXT:
+        stop(s, 0);
+        break;
+    case T_SCRIPT: case T_STYLE: case T_TITLE: case T_TEXTAREA: case T_XMP: case T_IFRAME:
+    case T_NOEMBED: case T_NOFRAMES:
+        tkz_state_by_tag(tokenizer, 0, tag, NS_HTML);
+        break;
+    default:
+        break;
     }
 }
 
@@ -1067,6 +1153,10 @@ on_token(void *tkz, lx_token *token, void *ctx)
     if (tag == T__EOF) {
         return token;
     }
+    if (s->template_depth) {
+        template_content(s, token);
+        return s->status == 1 ? token : NULL;
+    }
     if (tag == T__TEXT) {
         text_token(s, token);
         return s->status == 1 ? token : NULL;
@@ -1074,8 +1164,12 @@ on_token(void *tkz, lx_token *token, void *ctx)
     s->skip_newline = 0;
     if (tag == T__COMMENT) {
         if (s->mode == IN_BODY) {
-            if (s->svg) {
-                stop(s, 0); /* perhaps a CDATA section, which needs the tree to tell */
+            /* In SVG a <![CDATA[ section is text, which this tokenizer (no tree to ask)
+               reads as a bogus comment of "[CDATA[...": not followed. */
+            size_t size = (size_t)(token->text_end - token->text_start);
+            if (s->svg && token->text_start != NULL && size >= 7 &&
+                memcmp(token->text_start, "[CDATA[", 7) == 0) {
+                stop(s, 0);
             }
             boundary(s);
             count_node(s);
@@ -1121,7 +1215,10 @@ on_token(void *tkz, lx_token *token, void *ctx)
                     s->head_raw = 0;
                     s->title_open = 0;
                 }
-                else if (tag == T_HEAD && !s->head_raw) {
+                else if (tag == T_NOSCRIPT && s->head_noscript && !s->head_raw) {
+                    s->head_noscript = 0;
+                }
+                else if (tag == T_HEAD && !s->head_raw && !s->head_noscript) {
                     s->mode = AFTER_HEAD;
                 }
                 else {

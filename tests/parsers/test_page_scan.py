@@ -84,7 +84,7 @@ _INLINE = [
 ]
 _BLOCK = ["div", "p", "section", "ul", "li", "dl", "dt", "dd", "h1", "h2", "pre", "form", "button",
           "blockquote", "noscript"]  # fmt: skip
-_RAW = ["script", "style", "title", "textarea", "iframe src=/f"]
+_RAW = ["script", "style", "title", "textarea", "iframe src=/f", "template"]
 
 
 def _element(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
@@ -220,19 +220,30 @@ _READ = [
     b"<textarea>\n&lt;b&gt;</textarea><iframe src=/f><b>raw</iframe><noscript>n</noscript>",
     b"<p>a</p></p><h1>h</h1><form><button>b</button></form><option>o</option>",
     b"<?xml version='1.0'?><p>x",  # a bogus comment, as the tree has it
+    b"<p>a<template><a href=/t>t</a><script>'</template>'</script></template>b<a href=/x>x</a>",
+    b"<head><noscript><link rel=canonical href=/c></noscript><template><title>x</title></template>"
+    b"<title>T</title></head><svg><!-- c --><path/></svg>",
+    # rustdoc's and mdBook's shapes: a noscript stylesheet, SVG icons kept in templates
+    b"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><script defer src=m.js></script>"
+    b"<noscript><link rel=stylesheet href=n.css></noscript></head><body><nav><a href=/i>i</a>"
+    b"</nav><template id=fa-eye><span class=fa-svg><svg viewBox='0 0 5 5'><!--! icon -->"
+    b"<path d='M0 0'/></svg></span></template><main><details><summary>s</summary><p>text"
+    b"<wbr>more</p></details><rustdoc-search></rustdoc-search></main></body></html>",
 ]
 _REFUSED = [
     b"<table>foster</table>",
     b"<table><div>foster</div></table>",
     b"<b>1<p>2</b>3</p>",
     b"<a href=/a>1<a href=/b>2</a>",
-    b"<template><a href=/t>t</a></template>",
     b"<frameset><frame src=/f></frameset>",
     b"<math><mi>x</mi></math>",
     b"<svg><a href=/s>s</a></svg>",
     b"<svg><foreignObject><p>x</p></foreignObject></svg>",
+    b"<svg><![CDATA[a>b]]></svg>x",
+    b"<template><svg><style></template>x",
     b"<p>a\x00b</p>",
     b"<head><noscript><p>x</p></noscript></head>",
+    b"<head><noscript>text</noscript></head>",
     b"<nobr>a<nobr>b",
     b"<select><option>a<option>b</select>",
     b"a</span>b",
