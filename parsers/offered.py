@@ -9,6 +9,7 @@ runs (``parsers/_walk.c``'s ``offer``), in Python else: the same loop, the same 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from parsers import tree_walk
@@ -21,29 +22,19 @@ _OFFERED_MAX = 30_000
 
 def new_links(page: Page, depth: int, offered: dict[int, int]) -> tuple[str, ...]:
     """The followable links of ``page`` not in the memo ``offered`` at ``depth`` or less
-    (see ``Page.follow``, and ``parsers.html._links`` for the memo), which now holds them. The memo is
-    bounded: when full it is cleared, which only costs work."""
+    (see ``Page.follow``, and ``parsers.html._links`` for the memo), which now holds them.
+    The memo is bounded: when full it is cleared, which only costs work."""
     if len(offered) >= _OFFERED_MAX:
         offered.clear()
-    walk = tree_walk.native
-    if walk is not None:
-        return walk.offer(page.followable, depth, offered, None, 0)  # type: ignore[no-any-return]
-    fresh = []
-    for url in page.followable:
-        key = hash(url)
-        previous = offered.get(key)
-        if previous is None or depth < previous:
-            offered[key] = depth
-            fresh.append(url)
-    return tuple(fresh)
+    return _offer()(page.followable, depth, offered, None, 0)
 
 
 @dataclass(slots=True)
 class RankedMemo:
     """With a query, what a process offered the frontier: ``depth``, ``hash()`` of each link
-    -> the smallest depth offered at (``parsers.html._links``' memo: their anchors are not read again);
-    ``again``, -> the times offered again since. Bounded: cleared when full, which only costs
-    work."""
+    -> the smallest depth offered at (``parsers.html._links``' memo: their anchors are not
+    read again); ``again``, -> the times offered again since. Bounded: cleared when full,
+    which only costs work."""
 
     depth: dict[int, int] = field(default_factory=dict)
     again: dict[int, int] = field(default_factory=dict)
@@ -53,31 +44,48 @@ def ranked_new_links(page: Page, depth: int, memo: RankedMemo) -> tuple[str, ...
     """``new_links`` for a crawl with a query: also, from a page whose relevance reaches
     ``parsers.priority.REOFFER_MIN``, the links offered before, up to ``REOFFER_MAX`` times
     a link: the frontier adds the page's evidence to their priority. Their anchor text is
-    not read again (``parsers.html._links`` with ``memo.depth``: reading every anchor cost a focused
-    crawl 9 % of its speed), so their evidence is the page's relevance; the first offer's
-    has the anchor's too."""
+    not read again (``parsers.html._links`` with ``memo.depth``: reading every anchor cost a
+    focused crawl 9 % of its speed), so their evidence is the page's relevance; the first
+    offer's has the anchor's too."""
     offered, again = memo.depth, memo.again
     if len(offered) >= _OFFERED_MAX:
         offered.clear()
         again.clear()
     relevant = page_relevance(page.query_tf, page.token_length) >= REOFFER_MIN
-    walk = tree_walk.native
-    if walk is not None:  # the same loop in C
-        return walk.offer(  # type: ignore[no-any-return]
-            page.followable, depth, offered, again if relevant else None, REOFFER_MAX
-        )
+    return _offer()(page.followable, depth, offered, again if relevant else None, REOFFER_MAX)
+
+
+def python_offer(
+    urls: tuple[str, ...],
+    depth: int,
+    offered: dict[int, int],
+    again: dict[int, int] | None,
+    most_again: int,
+) -> tuple[str, ...]:
+    """The links of ``urls`` to offer, the memos updated: one not in ``offered`` at ``depth``
+    or less is recorded at ``depth``; else, with ``again`` (None: never), one offered again
+    fewer than ``most_again`` times is offered once more. ``parsers/_walk.c``'s ``offer`` is
+    the same loop in C."""
     fresh = []
-    for url in page.followable:
+    for url in urls:
         key = hash(url)
         previous = offered.get(key)
         if previous is None or depth < previous:
             offered[key] = depth
-        elif not relevant:
+        elif again is None:
             continue
         else:
             times = again.get(key, 0)
-            if times >= REOFFER_MAX:
+            if times >= most_again:
                 continue
             again[key] = times + 1
         fresh.append(url)
     return tuple(fresh)
+
+
+def _offer() -> Callable[
+    [tuple[str, ...], int, dict[int, int], dict[int, int] | None, int], tuple[str, ...]
+]:
+    """The loop in C where the C walk runs, else in Python."""
+    walk = tree_walk.native
+    return walk.offer if walk is not None else python_offer  # type: ignore[no-any-return]

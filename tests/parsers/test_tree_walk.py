@@ -19,6 +19,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from parsers import html, tree_walk
 from parsers.links import Resolver, resolve_url
+from parsers.offered import python_offer
 from parsers.page import ParseJob
 from parsers.tree_walk import walk_in_c, walk_in_python
 from tests.parsers.test_links import _PAGE_HREFS, _RESOLVER_BASES, RESOLVE_FORMS
@@ -419,31 +420,6 @@ def test_next_anchor_refuses_what_it_cannot_read() -> None:
         native.next_anchor(*good[:8])
 
 
-def _python_offer(
-    urls: tuple[str, ...],
-    depth: int,
-    offered: dict[int, int],
-    again: dict[int, int] | None,
-    most_again: int,
-) -> tuple[str, ...]:
-    """The loop of ``parsers.offered.new_links`` (``again`` None) and ``ranked_new_links``."""
-    fresh = []
-    for url in urls:
-        key = hash(url)
-        previous = offered.get(key)
-        if previous is None or depth < previous:
-            offered[key] = depth
-        elif again is None:
-            continue
-        else:
-            times = again.get(key, 0)
-            if times >= most_again:
-                continue
-            again[key] = times + 1
-        fresh.append(url)
-    return tuple(fresh)
-
-
 _URL = st.sampled_from([f"http://e.com/{c}" for c in "abcdef"])
 
 
@@ -462,7 +438,7 @@ def test_offer_is_the_python_loop(
     for urls, depth, relevant in pages:
         got = [
             offer(urls, depth, offered, again if relevant else None, most_again)
-            for offer, (offered, again) in zip((native.offer, _python_offer), memos, strict=True)
+            for offer, (offered, again) in zip((native.offer, python_offer), memos, strict=True)
         ]
         assert got[0] == got[1]
         assert memos[0] == memos[1]
